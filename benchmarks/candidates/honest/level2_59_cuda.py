@@ -1,0 +1,119 @@
+# Honest CUDA candidate for KernelBench level2/59_Matmul_Swish_Scaling
+# (z = x @ W^T + b; y = z * sigmoid(z) * scaling_factor). One fused kernel: shared-memory tiled
+# SGEMM (64x64 tile, 4x4 register block per thread, fp32 accumulation) with Swish and scaling in
+# the epilogue. Bounds checks handle any sizes; the 32768x32768 weight is indexed with 64-bit math.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_src = "torch::Tensor matmul_swish_scale_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, double scale);"
+
+cuda_src = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#define BM 64
+#define BN 64
+#define BK 16
+
+// Y[M,N] = epilogue(X[M,K] @ W[N,K]^T + bias[N]); 64x64 tile per 256-thread block, 4x4 per thread.
+__global__ void __launch_bounds__(256)
+matmul_swish_scale_kernel(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+      float* __restrict__ Y, int M, int N, int K, float scale) {
+    __shared__ float Xs[BK][BM + 4];
+    __shared__ float Ws[BK][BN + 4];
+    const int tid = threadIdx.x;
+    const int tx = tid & 15, ty = tid >> 4;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    float acc[4][4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        #pragma unroll
+        for (int l = 0; l < (BM * BK) / 256; ++l) {
+            int idx = tid + l * 256;
+            int m = idx / BK, k = idx % BK;
+            int gm = row0 + m, gk = k0 + k;
+            Xs[k][m] = (gm < M && gk < K) ? X[(long long)gm * K + gk] : 0.f;
+        }
+        #pragma unroll
+        for (int l = 0; l < (BN * BK) / 256; ++l) {
+            int idx = tid + l * 256;
+            int n = idx / BK, k = idx % BK;
+            int gn = col0 + n, gk = k0 + k;
+            Ws[k][n] = (gn < N && gk < K) ? W[(long long)gn * K + gk] : 0.f;
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[4], b[4];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = Xs[k][ty + 16 * i];
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = Ws[k][tx + 16 * j];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i)
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        int gm = row0 + ty + 16 * i;
+        if (gm >= M) continue;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            int gn = col0 + tx + 16 * j;
+            if (gn < N) {
+                float v = acc[i][j] + bias[gn];
+                v = v * (1.f / (1.f + expf(-v))) * scale;
+                Y[(long long)gm * N + gn] = v;
+            }
+        }
+    }
+}
+
+torch::Tensor matmul_swish_scale_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, double scale) {
+    TORCH_CHECK(x.is_cuda() && w.is_cuda() && b.is_cuda(), "inputs must be CUDA tensors");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 &&
+                b.scalar_type() == torch::kFloat32, "float32 only");
+    TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && b.is_contiguous(), "inputs must be contiguous");
+    TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && b.numel() == w.size(0),
+                "shape mismatch");
+    const int M = x.size(0), K = x.size(1), N = w.size(0);
+    auto y = torch::empty({x.size(0), w.size(0)}, x.options());
+    if (M == 0 || N == 0) return y;
+    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    matmul_swish_scale_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), y.data_ptr<float>(), M, N, K,
+        (float)scale);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "matmul_swish_scale_kernel launch failed");
+    return y;
+}
+"""
+
+_ext = load_inline(
+    name="kz_honest_l2_59_matmul_swish_cuda",
+    cpp_sources=cpp_src,
+    cuda_sources=cuda_src,
+    functions=["matmul_swish_scale_forward"],
+    extra_cuda_cflags=["-O3"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, scaling_factor):
+        super().__init__()
+        self.matmul = nn.Linear(in_features, out_features)
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y = _ext.matmul_swish_scale_forward(x2, self.matmul.weight.contiguous(),
+                                            self.matmul.bias.contiguous(), float(self.scaling_factor))
+        return y.view(*x.shape[:-1], y.shape[-1])

@@ -1,0 +1,82 @@
+"""Sandbox settings and the named tolerance presets."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# name -> {dtype: (atol, rtol)}; "*" applies to every dtype not listed.
+TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
+    # The paper's setting: atol = rtol = 1e-2 for every dtype.
+    "kernelzero": {"*": (1e-2, 1e-2)},
+    # KernelBench's current setting: 1e-4 for fp32, 1e-2 for half precision.
+    "kernelbench": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
+                    "*": (1e-4, 1e-4)},
+}
+
+BACKENDS = ("cuda", "triton")
+DEVICES = ("cuda", "cpu")
+
+
+@dataclasses.dataclass
+class SandboxConfig:
+  """How one candidate is judged. Every field is recorded in the verdict where it matters."""
+
+  device: str = "cuda"
+  tolerance: str = "kernelzero"
+  # Explicit tolerances override the preset when both are set (the verdict then names "custom").
+  atol: float | None = None
+  rtol: float | None = None
+  num_correct_trials: int = 5
+  seed: int = 0  # base seed: input sets use seed+1..; parameters use `init_seed`.
+  init_seed: int = 42
+  # Stage limits (seconds) and the worker's memory limit (host RSS; GPU memory as a fraction).
+  build_timeout_s: float = 600.0
+  correctness_timeout_s: float = 300.0
+  timing_timeout_s: float = 300.0
+  memory_limit_gb: float = 16.0
+  gpu_memory_fraction: float = 0.45
+  # Timing (GPU only). The number of trials adapts to the kernel's speed within [min, max].
+  timing: bool = True
+  warmup: int = 3
+  min_trials: int = 10
+  max_trials: int = 100
+  timing_target_s: float = 1.0
+  num_audits: int = 2  # untimed timing-phase calls whose outputs are checked (anti-replay)
+  compare_torch_compile: bool = False
+  check_degenerate: bool = True
+  profile_kernels: bool = True  # GPU: which kernels really ran, on which streams
+  reference_tf32: bool = False
+
+  def __post_init__(self):
+    if self.device not in DEVICES:
+      raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+    if self.tolerance not in TOLERANCE_PRESETS and (self.atol is None or self.rtol is None):
+      raise ValueError(f"unknown tolerance preset {self.tolerance!r}; known: "
+                       f"{sorted(TOLERANCE_PRESETS)} (or give both atol and rtol)")
+    if self.num_correct_trials < 1:
+      raise ValueError("num_correct_trials must be >= 1")
+    for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):
+      if getattr(self, name) <= 0:
+        raise ValueError(f"{name} must be positive")
+
+  def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
+    """(atol, rtol) for outputs of this dtype (e.g. "float32")."""
+    if self.atol is not None and self.rtol is not None:
+      return float(self.atol), float(self.rtol)
+    preset = TOLERANCE_PRESETS[self.tolerance]
+    return preset.get(dtype_name, preset["*"])
+
+  def tolerance_name(self) -> str:
+    return "custom" if (self.atol is not None and self.rtol is not None) else self.tolerance
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: dict[str, Any]) -> "SandboxConfig":
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+      raise ValueError(f"unknown sandbox config fields: {unknown}")
+    return cls(**d)

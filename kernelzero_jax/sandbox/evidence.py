@@ -1,0 +1,297 @@
+"""Runtime evidence, gathered inside the candidate worker while the candidate runs.
+
+The second anti-cheat layer (static_checks.py is the first). It does not look at names in the
+source; it watches what executes:
+  * every ATen op that the candidate's forward dispatches (Python, C++ extension or nn.Module, no
+    matter how the function was looked up), through a TorchDispatchMode;
+  * every Triton kernel launch, through a hook on Triton's launcher;
+  * on a GPU, every device kernel and the stream it ran on, through the CUDA profiler;
+  * new Python threads and child processes;
+  * the identity of the functions that the harness relies on (timers, synchronisation, the
+    launcher hooks, this package's own code), so monkey-patching is caught even when it slipped
+    past the static layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops a candidate's forward may dispatch: allocation, views and metadata, copies within one
+# device. Everything else computes, and computing is the kernel's job.
+ALLOWED_ATEN_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_",
+    "zero", "zero_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "_local_scalar_dense",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "transpose", "t", "permute",
+    "expand", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk",
+    "unbind", "alias", "detach", "contiguous", "clone", "copy", "copy_", "_to_copy", "to",
+    "flatten", "unflatten", "narrow", "view_as", "expand_as", "movedim", "resize_", "set_",
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "dim", "numel",
+    "size", "stride", "storage_offset", "is_same_size", "_reshape_copy", "arange", "item",
+    "record_stream", "view_as_real", "view_as_complex", "squeeze_", "unsqueeze_", "t_",
+    "transpose_", "as_strided_",
+})
+
+# Kernels that come from a vendor library or from ATen's own implementations. A candidate's own
+# kernel is recognised by name first, so a candidate kernel called `my_gemm` is never flagged.
+_LIBRARY_KERNEL_RE = re.compile(
+    r"gemm|gemv|cublas|cudnn|cutlass|xmma|cutensor|winograd|implicit_convolve|fft|splitk|"
+    r"at::native|at_cuda_detail|cub::|sm\d\d_|ampere_|volta_|turing_|hopper_|nvjet|triton_(?:poi|red|per|tem)_",
+    re.IGNORECASE)
+
+
+def op_name(func) -> str:
+  """'aten::add.Tensor' -> 'add'."""
+  name = getattr(func, "__name__", str(func))  # e.g. 'add.Tensor'
+  return name.split(".")[0]
+
+
+class OpRecorder(TorchDispatchMode):
+  """Records every ATen op dispatched while active (and not suspended)."""
+
+  def __init__(self):
+    super().__init__()
+    self.ops: list[str] = []
+    self.violations: list[str] = []
+    self.suspended = 0
+
+  def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    kwargs = kwargs or {}
+    if not self.suspended:
+      name = op_name(func)
+      self.ops.append(name)
+      if name not in ALLOWED_ATEN_OPS:
+        self.violations.append(f"forward computes with the torch op aten::{name}")
+      elif name in ("_to_copy", "copy_", "copy", "to") and _crosses_devices(args, kwargs):
+        self.violations.append(f"forward moves data between devices (aten::{name}): a host round "
+                               "trip is not the candidate's own kernel")
+    return func(*args, **kwargs)
+
+  @contextlib.contextmanager
+  def suspend(self):
+    self.suspended += 1
+    try:
+      yield
+    finally:
+      self.suspended -= 1
+
+
+def _crosses_devices(args, kwargs) -> bool:
+  devices = {a.device for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)}
+  target = kwargs.get("device")
+  if target is not None:
+    devices.add(torch.device(target))
+  return len(devices) > 1
+
+
+class LaunchRecorder:
+  """Counts Triton kernel launches by kernel name (works for compiled and interpreted Triton)."""
+
+  def __init__(self):
+    self.launches: dict[str, int] = {}
+    self.active = False
+    self.op_recorder: OpRecorder | None = None
+
+  def record(self, name: str):
+    if self.active:
+      self.launches[name] = self.launches.get(name, 0) + 1
+
+
+def install_triton_launch_hook(launches: LaunchRecorder) -> list[Callable]:
+  """Wraps Triton's launch entry points. Returns the wrappers (for the integrity snapshot)."""
+  try:
+    from triton.runtime import jit as triton_jit
+  except Exception:  # pylint: disable=broad-except
+    return []
+  classes = [triton_jit.JITFunction]
+  try:
+    from triton.runtime import interpreter as triton_interpreter
+    classes.append(triton_interpreter.InterpretedFunction)
+  except Exception:  # pylint: disable=broad-except
+    pass
+  wrappers = []
+  for cls in classes:
+    original = cls.run
+
+    def run(self, *args, __original=original, **kwargs):
+      fn = getattr(self, "fn", None)
+      launches.record(getattr(fn, "__name__", None) or getattr(self, "__name__", "triton_kernel"))
+      # The interpreter runs a kernel's body as Python and moves arguments with torch ops; the
+      # body itself is checked statically to be Triton only, so its torch traffic is not the
+      # candidate's.
+      ctx = launches.op_recorder.suspend() if launches.op_recorder else contextlib.nullcontext()
+      with ctx:
+        return __original(self, *args, **kwargs)
+
+    cls.run = run
+    wrappers.append(run)
+  return wrappers
+
+
+class IntegritySnapshot:
+  """Identities (and code objects) of everything the harness relies on in this process."""
+
+  def __init__(self, extra: dict[str, Any] | None = None):
+    self.items: dict[str, tuple[Any, Any]] = {}
+    targets: dict[str, Any] = {
+        "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
+        "time.time": time.time, "time.monotonic": time.monotonic,
+        "torch.manual_seed": torch.manual_seed, "torch.equal": torch.equal,
+        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.detach": torch.Tensor.detach,
+        "torch.nn.Module.__call__": torch.nn.Module.__call__,
+        "torch.nn.Module._call_impl": torch.nn.Module._call_impl,
+        "torch.device": torch.device, "torch.no_grad": torch.no_grad,
+        "torch.utils._python_dispatch.TorchDispatchMode": TorchDispatchMode,
+        "threading.Thread.start": threading.Thread.start,
+        "os._exit": os._exit,
+    }
+    if torch.cuda.is_available():
+      targets.update({
+          "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+          "torch.cuda.Event.record": torch.cuda.Event.record,
+          "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+          "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+          "torch.cuda.current_stream": torch.cuda.current_stream,
+          "torch.cuda.Stream.synchronize": torch.cuda.Stream.synchronize,
+          "torch.profiler.profile": torch.profiler.profile,
+      })
+    # Every function of this package's modules that are loaded in the worker.
+    for modname, mod in list(sys.modules.items()):
+      if modname.startswith("kernelzero_jax.") and mod is not None:
+        for k, v in list(vars(mod).items()):
+          if callable(v) and getattr(v, "__module__", None) == modname:
+            targets[f"{modname}.{k}"] = v
+            if isinstance(v, type):
+              for mk, mv in list(vars(v).items()):
+                if callable(mv):
+                  targets[f"{modname}.{k}.{mk}"] = mv
+    try:
+      from triton.runtime import jit as triton_jit
+      targets["triton.runtime.jit.JITFunction.run"] = triton_jit.JITFunction.run
+      from triton.runtime import interpreter as triton_interpreter
+      targets["triton.runtime.interpreter.InterpretedFunction.run"] = (
+          triton_interpreter.InterpretedFunction.run)
+    except Exception:  # pylint: disable=broad-except
+      pass
+    targets.update(extra or {})
+    self._modules = {n: m for n, m in sys.modules.items()
+                     if n.startswith("kernelzero_jax") or n in ("time", "torch", "threading")}
+    for name, obj in targets.items():
+      self.items[name] = (obj, getattr(obj, "__code__", None))
+    self._resolvers = {name: _resolver(name) for name in targets}
+
+  def violations(self) -> list[str]:
+    out = []
+    for name, (obj, code) in self.items.items():
+      current = self._resolvers[name]()
+      if current is not obj:
+        out.append(f"the harness function {name} was replaced (monkey-patching)")
+      elif code is not None and getattr(obj, "__code__", None) is not code:
+        out.append(f"the code of the harness function {name} was replaced")
+    for n, m in self._modules.items():
+      if sys.modules.get(n) is not m:
+        out.append(f"the harness module {n} was replaced in sys.modules")
+    return out
+
+
+def _resolver(name: str) -> Callable[[], Any]:
+  """Looks a dotted name up again at check time (so replacement on the owner is visible)."""
+  parts = name.split(".")
+  for i in range(len(parts), 0, -1):
+    modname = ".".join(parts[:i])
+    if modname in sys.modules:
+      rest = parts[i:]
+      break
+  else:
+    return lambda: None
+
+  def resolve():
+    obj = sys.modules.get(modname)
+    for attr in rest:
+      try:
+        obj = obj.__dict__[attr] if isinstance(obj, type) and attr in obj.__dict__ else getattr(obj, attr)
+      except Exception:  # pylint: disable=broad-except
+        return None
+    return obj
+
+  return resolve
+
+
+def thread_and_process_violations(baseline_threads: set[int]) -> list[str]:
+  """New live Python threads or child processes since the baseline was taken."""
+  out = []
+  extra = [t for t in threading.enumerate() if t.ident not in baseline_threads and t.is_alive()]
+  if extra:
+    out.append(f"the candidate started {len(extra)} background thread(s) "
+               f"({', '.join(t.name for t in extra[:3])})")
+  try:
+    import psutil
+    children = psutil.Process().children(recursive=True)
+    if children:
+      out.append(f"the candidate started {len(children)} child process(es)")
+  except Exception:  # pylint: disable=broad-except
+    pass
+  return out
+
+
+def profile_kernels(run: Callable[[], Any], marker: Callable[[], Any]) -> tuple[Any, list[dict]]:
+  """Runs `marker` then `run` under the CUDA profiler. Returns (run's result, kernels), each kernel
+  {"name", "stream", "marker"}; the marker's kernel identifies the harness's stream."""
+  from torch.profiler import ProfilerActivity, profile
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    marker()
+    torch.cuda.synchronize()
+    result = run()
+    torch.cuda.synchronize()
+  fd, path = tempfile.mkstemp(suffix=".json")
+  os.close(fd)
+  try:
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+      trace = json.load(f)
+  finally:
+    os.unlink(path)
+  kernels = []
+  for ev in trace.get("traceEvents", []):
+    if ev.get("cat") == "kernel":
+      kernels.append({"name": ev.get("name", ""), "stream": (ev.get("args") or {}).get("stream"),
+                      "ts": ev.get("ts", 0)})
+  kernels.sort(key=lambda k: k["ts"])
+  return result, kernels
+
+
+def kernel_violations(kernels: list[dict], own_names: list[str], marker_name: str,
+                      backend: str) -> tuple[list[str], list[str]]:
+  """Judges profiled kernels. Returns (violations, names of the candidate's own kernels that ran)."""
+  violations = []
+  marker = [k for k in kernels if marker_name in k["name"]]
+  harness_stream = marker[0]["stream"] if marker else None
+  body = kernels[kernels.index(marker[0]) + 1:] if marker else kernels
+  own_ran = []
+  patterns = [re.compile(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])") for n in own_names]
+  for k in body:
+    name = k["name"]
+    if any(p.search(name) for p in patterns):
+      own_ran.append(name)
+      if harness_stream is not None and k["stream"] != harness_stream:
+        violations.append(f"kernel {name[:80]} ran on stream {k['stream']}, not the harness's "
+                          f"stream {harness_stream}: side-stream work escapes the timer")
+    elif _LIBRARY_KERNEL_RE.search(name):
+      violations.append(f"a library kernel ran in forward: {name[:120]}")
+    elif harness_stream is not None and k["stream"] != harness_stream:
+      violations.append(f"kernel {name[:80]} ran on a side stream {k['stream']}")
+  if not own_ran:
+    violations.append(f"none of the candidate's own {backend} kernels "
+                      f"({', '.join(own_names) or 'none found'}) ran on the GPU in forward")
+  return violations, own_ran

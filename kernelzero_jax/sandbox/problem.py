@@ -1,0 +1,164 @@
+"""Torch-side helpers shared by the judge and the candidate worker: module loading, seeded inputs and
+parameters, output flattening and comparison.
+
+This module imports torch. It is imported only inside sandbox processes, never by the trainer.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from typing import Any, Callable, Sequence
+
+import torch
+
+
+class SourceError(Exception):
+  """A module source could not be loaded (syntax error, exception at import, missing names)."""
+
+
+def load_module(source: str, name: str, filename: str | None = None) -> types.ModuleType:
+  """Executes `source` as a fresh module called `name` and returns it.
+
+  The module is registered in sys.modules while it runs (some code, e.g. dataclasses or
+  load_inline's pybind modules, looks itself up there) and stays registered afterwards.
+  """
+  module = types.ModuleType(name)
+  module.__file__ = filename or f"<{name}>"
+  sys.modules[name] = module
+  try:
+    code = compile(source, module.__file__, "exec")
+  except SyntaxError as e:
+    raise SourceError(f"syntax error at line {e.lineno}: {e.msg}") from e
+  exec(code, module.__dict__)  # pylint: disable=exec-used
+  return module
+
+
+def require_attrs(module: types.ModuleType, names: Sequence[str]) -> None:
+  missing = [n for n in names if not callable(getattr(module, n, None))]
+  if missing:
+    raise SourceError(f"module does not define {', '.join(missing)}")
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+  if isinstance(obj, torch.Tensor):
+    return obj.to(device)
+  if isinstance(obj, (list, tuple)):
+    return type(obj)(_to_device(o, device) for o in obj)
+  return obj
+
+
+def make_inputs(get_inputs: Callable[[], Sequence[Any]], seed: int, device: torch.device) -> list:
+  """Forward arguments for one input set, deterministic in `seed`.
+
+  Factory calls inside get_inputs() run under `device` as the default device, so full-size inputs
+  are generated on the GPU (KernelBench's get_inputs builds multi-GB CPU tensors otherwise).
+  The judge and the worker call this with the same seed on the same device, so both see the same
+  tensors without shipping them between processes.
+  """
+  torch.manual_seed(seed)
+  with torch.device(device):
+    inputs = list(get_inputs())
+  return [_to_device(x, device) for x in inputs]
+
+
+def make_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]], seed: int,
+               device: torch.device) -> torch.nn.Module:
+  """Instantiates a module as KernelBench does: seed, build on the CPU, then move to `device`."""
+  torch.manual_seed(seed)
+  init_inputs = list(get_init_inputs())
+  torch.manual_seed(seed)
+  model = model_cls(*init_inputs)
+  if not isinstance(model, torch.nn.Module):
+    raise SourceError(f"{model_cls.__name__}(...) did not return a torch.nn.Module")
+  return model.to(device)
+
+
+def flatten(obj: Any) -> list:
+  """Flattens nested lists/tuples of outputs into a list of leaves."""
+  if isinstance(obj, (list, tuple)):
+    out = []
+    for o in obj:
+      out.extend(flatten(o))
+    return out
+  return [obj]
+
+
+def clone_leaves(leaves: Sequence[Any]) -> list:
+  return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+
+
+def compare_outputs(candidate: Sequence[Any], reference: Sequence[Any],
+                    tolerance_for: Callable[[str], tuple[float, float]]
+                    ) -> tuple[bool, list[str], float, float]:
+  """Compares flattened outputs. Returns (ok, reasons, max_abs_error, max_rel_error).
+
+  Shapes and dtypes must match exactly; any NaN or inf in the candidate that the reference does not
+  have at the same place fails (allclose with equal_nan=False).
+  """
+  reasons: list[str] = []
+  max_abs = 0.0
+  max_rel = 0.0
+  if len(candidate) != len(reference):
+    return False, [f"returned {len(candidate)} outputs, expected {len(reference)}"], math.inf, math.inf
+  for i, (c, r) in enumerate(zip(candidate, reference)):
+    if isinstance(r, torch.Tensor):
+      if not isinstance(c, torch.Tensor):
+        reasons.append(f"output {i}: expected a tensor, got {type(c).__name__}")
+        continue
+      if tuple(c.shape) != tuple(r.shape):
+        reasons.append(f"output {i}: shape {tuple(c.shape)} != expected {tuple(r.shape)}")
+        continue
+      if c.dtype != r.dtype:
+        reasons.append(f"output {i}: dtype {c.dtype} != expected {r.dtype}")
+        continue
+      if c.device != r.device:
+        reasons.append(f"output {i}: on {c.device}, expected {r.device}")
+        continue
+      atol, rtol = tolerance_for(str(r.dtype).replace("torch.", ""))
+      if r.numel() == 0:
+        continue
+      if r.dtype == torch.bool or not (r.is_floating_point() or r.is_complex()):
+        if not torch.equal(c, r):
+          reasons.append(f"output {i}: integer/bool values differ")
+        continue
+      cf, rf = c.double(), r.double()
+      diff = (cf - rf).abs()
+      finite = torch.isfinite(diff)
+      abs_err = diff[finite].max().item() if finite.any() else math.inf
+      rel_err = (diff[finite] / rf.abs()[finite].clamp_min(1e-12)).max().item() if finite.any() else math.inf
+      max_abs = max(max_abs, abs_err if finite.all() else math.inf)
+      max_rel = max(max_rel, rel_err if finite.all() else math.inf)
+      if not torch.allclose(c, r, atol=atol, rtol=rtol, equal_nan=False):
+        nonfinite = int((~torch.isfinite(c)).sum().item())
+        bad = int((~torch.isclose(c, r, atol=atol, rtol=rtol, equal_nan=False)).sum().item())
+        msg = (f"output {i}: {bad}/{r.numel()} values outside atol={atol:g} rtol={rtol:g} "
+               f"(max abs error {abs_err:.3g})")
+        if nonfinite:
+          msg += f"; {nonfinite} non-finite values"
+        reasons.append(msg)
+    else:
+      if isinstance(r, float) and isinstance(c, (int, float)):
+        atol, rtol = tolerance_for("float32")
+        if not (math.isfinite(c) and abs(c - r) <= atol + rtol * abs(r)):
+          reasons.append(f"output {i}: {c!r} != expected {r!r}")
+      elif c != r:
+        reasons.append(f"output {i}: {c!r} != expected {r!r}")
+  return not reasons, reasons, max_abs, max_rel
+
+
+def inputs_unchanged(after: Sequence[Any], pristine: Sequence[Any]) -> list[str]:
+  """Names the forward arguments that the candidate changed in place (bitwise comparison)."""
+  changed = []
+  for i, (a, p) in enumerate(zip(after, pristine)):
+    if isinstance(p, torch.Tensor):
+      same = (isinstance(a, torch.Tensor) and a.shape == p.shape and a.dtype == p.dtype
+              and torch.equal(a, p))
+      # torch.equal is False for NaN == NaN; inputs with NaN are compared as bit patterns.
+      if not same and isinstance(a, torch.Tensor) and a.shape == p.shape and a.dtype == p.dtype:
+        same = torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(p, nan=0.0)) and \
+            torch.equal(torch.isnan(a), torch.isnan(p)) if p.is_floating_point() else False
+      if not same:
+        changed.append(f"argument {i}")
+  return changed

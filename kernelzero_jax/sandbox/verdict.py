@@ -1,0 +1,78 @@
+"""The verdict: the one result schema that every sandbox entry point returns (DESIGN.md, Contracts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+CORRECT = "correct"
+INCORRECT = "incorrect"
+COMPILE_ERROR = "compile_error"
+RUNTIME_ERROR = "runtime_error"
+TIMEOUT = "timeout"
+REJECTED = "rejected"
+FORMAT_ERROR = "format_error"
+UNSUPPORTED = "unsupported"
+
+STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, FORMAT_ERROR,
+            UNSUPPORTED)
+
+# Flags for references that cannot discriminate candidates (reported, never hidden).
+DEGENERATE_CONSTANT = "constant_output_passes"
+DEGENERATE_NONDETERMINISTIC = "reference_not_reproducible"
+DEGENERATE_NONFINITE = "reference_not_finite"
+
+
+@dataclasses.dataclass
+class Verdict:
+  """What the sandbox concluded about one candidate.
+
+  `stage` names where evaluation ended (static, build, init, correctness, timing, post_check, done).
+  `reference_error` is true when the *reference* (not the candidate) failed, so callers can tell a
+  broken task from a broken kernel.
+  """
+
+  status: str
+  backend: str = ""
+  device: str = ""
+  speedup: float | None = None
+  reference_ms: float | None = None
+  candidate_ms: float | None = None
+  compile_ms: float | None = None
+  speedup_vs_compile: float | None = None
+  reasons: list[str] = dataclasses.field(default_factory=list)
+  tolerance: dict[str, Any] = dataclasses.field(default_factory=dict)
+  degenerate: list[str] = dataclasses.field(default_factory=list)
+  stage: str = ""
+  stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+  num_correct_trials: int = 0
+  max_abs_error: float | None = None
+  max_rel_error: float | None = None
+  reference_error: bool = False
+  evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if self.status not in STATUSES:
+      raise ValueError(f"unknown verdict status {self.status!r}; expected one of {STATUSES}")
+
+  @property
+  def correct(self) -> bool:
+    return self.status == CORRECT
+
+  def to_dict(self) -> dict[str, Any]:
+    d = dataclasses.asdict(self)
+    d["correct"] = self.correct
+    return d
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False, default=_json_default)
+
+  @classmethod
+  def from_dict(cls, d: dict[str, Any]) -> "Verdict":
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _json_default(obj):
+  return repr(obj)

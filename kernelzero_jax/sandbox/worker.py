@@ -1,0 +1,249 @@
+"""The candidate worker: the only process in which a candidate's code ever runs.
+
+Started by the judge (judge.py) with the multiprocessing "spawn" method, one per candidate. It
+builds the candidate, instantiates ModelNew with the reference's init seed, and answers the
+judge's commands over a pipe: run forward on input set `seed` (returning the outputs and the
+inputs as they are afterwards, plus runtime evidence), or time forward over fresh input sets.
+The reference model and every comparison live in the judge, never here.
+
+Tensors cross the pipe through torch.multiprocessing's reductions (shared memory on the CPU, CUDA
+IPC on a GPU), so full-size outputs are not copied through the pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import verdict as V
+
+MARKER_KERNEL = "FillFunctor"
+_ALLOWED_LIBRARY_KERNELS = ("FillFunctor", "direct_copy_kernel", "copy_kernel", "fill_kernel")
+
+
+def _error_tail(exc: BaseException, limit: int = 12) -> str:
+  lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+  text = "".join(lines).strip().splitlines()
+  return "\n".join(text[-limit:])
+
+
+def _setup_process(spec: dict[str, Any]) -> None:
+  """Own session, own directory, own output files, limits; all before torch/triton load."""
+  os.setsid()
+  workdir = spec["workdir"]
+  os.makedirs(workdir, exist_ok=True)
+  os.chdir(workdir)
+  for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+    f = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(f, fd)
+    os.close(f)
+  os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
+  os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton_cache")
+  os.environ["TMPDIR"] = workdir
+  if spec["device"] == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    limit = int(spec["memory_limit_gb"] * 2**30)
+    # Address-space limit makes a huge allocation fail fast on the CPU. (On a GPU, CUDA reserves
+    # far more address space than it uses, so there the judge watches resident memory instead.)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _Worker:
+  """Holds the state of one candidate between commands."""
+
+  def __init__(self, conn, spec):
+    import torch  # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox import evidence, problem, timing  # pylint: disable=import-outside-toplevel
+    self.torch, self.evidence, self.problem, self.timing = torch, evidence, problem, timing
+    self.conn = conn
+    self.spec = spec
+    self.backend = spec["backend"]
+    self.device = torch.device(spec["device"])
+    torch.set_grad_enabled(False)
+    if self.device.type == "cuda":
+      torch.cuda.set_device(self.device)
+      torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
+      self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
+      self.timer = timing.Timer(self.device)
+    self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
+    problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
+    self.ops = evidence.OpRecorder()
+    self.launches = evidence.LaunchRecorder()
+    self.launches.op_recorder = self.ops
+    self.hooks = evidence.install_triton_launch_hook(self.launches)
+    self._warm_up_observers()
+    self.baseline_threads = {t.ident for t in threading.enumerate()}
+    self.integrity = evidence.IntegritySnapshot()
+    self.model = None
+    self.own_kernels = list(spec.get("own_kernel_names") or [])
+    self._held: Any = None  # keeps tensors sent to the judge alive until the next command
+
+  def _warm_up_observers(self) -> None:
+    """Runs each observer once before the integrity snapshot: their first use imports modules
+    that legitimately rebind torch functions (torch._dynamo wraps torch.manual_seed)."""
+    torch = self.torch
+    with self.ops:
+      torch.empty(1, device=self.device).fill_(0.0)
+    self.problem.make_inputs(lambda: [torch.rand(1)], 0, self.device)
+    if self.device.type == "cuda":
+      try:
+        self.evidence.profile_kernels(lambda: None, lambda: self.marker.fill_(1.0))
+      except RuntimeError:
+        pass
+    self.ops.ops.clear()
+    self.ops.violations.clear()
+
+  # -- stages -------------------------------------------------------------------------------
+
+  def build(self) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+      module = self.problem.load_module(self.spec["candidate_source"], "kz_candidate",
+                                        os.path.join(self.spec["workdir"], "candidate.py"))
+      if not isinstance(getattr(module, "ModelNew", None), type):
+        return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
+    except BaseException as e:  # pylint: disable=broad-except
+      return {"ok": False, "status": V.COMPILE_ERROR, "error": _error_tail(e)}
+    self.module = module
+    violations = self._tamper_violations()
+    if violations:
+      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
+    return {"ok": True, "seconds": time.perf_counter() - t0}
+
+  def init(self, seed: int) -> dict[str, Any]:
+    self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
+                                         seed, self.device)
+    violations = self._tamper_violations()
+    if violations:
+      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
+    return {"ok": True}
+
+  def _inputs(self, seed: int) -> list:
+    return self.problem.make_inputs(self.reference.get_inputs, seed, self.device)
+
+  def _observed_forward(self, inputs: list) -> tuple[Any, list[str], dict[str, int]]:
+    """One forward with every op and launch recorded."""
+    self.ops.ops.clear()
+    self.ops.violations.clear()
+    self.launches.launches = {}
+    self.launches.active = True
+    try:
+      with self.ops:
+        out = self.model(*inputs)
+    finally:
+      self.launches.active = False
+    if self.device.type == "cuda":
+      self.torch.cuda.synchronize()
+    return out, list(dict.fromkeys(self.ops.violations)), dict(self.launches.launches)
+
+  def run(self, seed: int, profile: bool) -> dict[str, Any]:
+    inputs = self._inputs(seed)
+    kernels = None
+    if profile and self.device.type == "cuda":
+      try:
+        (out, violations, launches), kernels = self.evidence.profile_kernels(
+            lambda: self._observed_forward(inputs), lambda: self.marker.fill_(1.0))
+      except RuntimeError as e:
+        if "profiler" not in str(e).lower() and "cupti" not in str(e).lower():
+          raise
+        out, violations, launches = self._observed_forward(inputs)
+        kernels = None
+    else:
+      out, violations, launches = self._observed_forward(inputs)
+    violations += self._launch_violations(launches)
+    evidence = {"ops": sorted(set(self.ops.ops)), "triton_launches": launches}
+    if kernels is not None:
+      own = self.own_kernels
+      kv, own_ran = self.evidence.kernel_violations(
+          [k for k in kernels if not any(a in k["name"] for a in _ALLOWED_LIBRARY_KERNELS)
+           or MARKER_KERNEL in k["name"]], own, MARKER_KERNEL, self.backend)
+      violations += kv
+      evidence["gpu_kernels"] = sorted({k["name"][:120] for k in kernels})[:50]
+      evidence["own_kernels_ran"] = sorted(set(n[:120] for n in own_ran))
+    violations += self._tamper_violations()
+    leaves = self.problem.flatten(out)
+    self._held = (leaves, inputs)
+    return {"ok": True, "outputs": leaves, "inputs_after": inputs, "violations": violations,
+            "evidence": evidence}
+
+  def time(self, seeds: list[int], audit_positions: list[int], warmup: int, target_s: float,
+           min_trials: int) -> dict[str, Any]:
+    audits: list[tuple[int, list]] = []
+    audit_violations: list[str] = []
+
+    def on_audit(seed, inputs):
+      out, violations, launches = self._observed_forward(inputs)
+      audit_violations.extend(violations + self._launch_violations(launches))
+      audits.append((seed, self.problem.flatten(out)))
+
+    result = self.timing.time_forward(self.timer, self.model, self._inputs, seeds, warmup,
+                                      target_s, min_trials, on_audit, audit_positions)
+    violations = list(dict.fromkeys(audit_violations)) + self._tamper_violations()
+    self._held = audits
+    return {"ok": True, **result, "audits": audits, "violations": violations}
+
+  # -- evidence ------------------------------------------------------------------------------
+
+  def _launch_violations(self, launches: dict[str, int]) -> list[str]:
+    if self.backend != "triton":
+      return []
+    own = set(self.spec.get("own_kernel_names") or [])
+    if not any(name in own for name in launches):
+      return ["forward launched none of the candidate's @triton.jit kernels"]
+    return []
+
+  def _tamper_violations(self) -> list[str]:
+    return (self.integrity.violations() +
+            self.evidence.thread_and_process_violations(self.baseline_threads))
+
+  # -- loop ----------------------------------------------------------------------------------
+
+  def _send(self, obj) -> None:
+    channel.send(self.conn, obj, by_value=self.device.type != "cuda")
+
+  def serve(self) -> None:
+    self._send(self.build())
+    while True:
+      msg = channel.recv(self.conn)
+      self._held = None
+      cmd = msg.get("cmd")
+      if cmd == "exit":
+        return
+      try:
+        if cmd == "init":
+          reply = self.init(msg["seed"])
+        elif cmd == "run":
+          reply = self.run(msg["seed"], msg.get("profile", False))
+        elif cmd == "time":
+          reply = self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
+                            msg["min_trials"])
+        else:
+          reply = {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
+      except BaseException as e:  # pylint: disable=broad-except
+        status = V.RUNTIME_ERROR
+        if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+          status = V.COMPILE_ERROR
+        reply = {"ok": False, "status": status, "error": _error_tail(e)}
+      self._send(reply)
+
+
+def worker_main(conn, spec: dict[str, Any]) -> None:
+  """Entry point of the worker process."""
+  try:
+    _setup_process(spec)
+    worker = _Worker(conn, spec)
+  except BaseException as e:  # pylint: disable=broad-except
+    channel.send(conn, {"ok": False, "status": V.RUNTIME_ERROR,
+                        "error": "worker setup failed: " + _error_tail(e), "setup": True},
+                 by_value=True)
+    return
+  worker.serve()
+  sys.stdout.flush()
