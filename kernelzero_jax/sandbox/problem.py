@@ -6,6 +6,7 @@ This module imports torch. It is imported only inside sandbox processes, never b
 
 from __future__ import annotations
 
+import linecache
 import math
 import sys
 import types
@@ -25,7 +26,10 @@ def load_module(source: str, name: str, filename: str | None = None) -> types.Mo
   load_inline's pybind modules, looks itself up there) and stays registered afterwards.
   """
   module = types.ModuleType(name)
-  module.__file__ = filename or f"<{name}>"
+  module.__file__ = filename or f"/kernelzero_sources/{name}.py"
+  # Triton's @jit and inspect.getsource read the source through linecache; registering it there
+  # makes sources that exist only as strings behave like files.
+  linecache.cache[module.__file__] = (len(source), None, source.splitlines(True), module.__file__)
   sys.modules[name] = module
   try:
     code = compile(source, module.__file__, "exec")
@@ -123,7 +127,9 @@ def compare_outputs(candidate: Sequence[Any], reference: Sequence[Any],
         if not torch.equal(c, r):
           reasons.append(f"output {i}: integer/bool values differ")
         continue
-      cf, rf = c.double(), r.double()
+      # fp32 differences are exact enough to judge a 1e-4 tolerance and halve the memory of fp64.
+      work = torch.float64 if r.dtype == torch.float64 else torch.float32
+      cf, rf = c.to(work), r.to(work)
       diff = (cf - rf).abs()
       finite = torch.isfinite(diff)
       abs_err = diff[finite].max().item() if finite.any() else math.inf

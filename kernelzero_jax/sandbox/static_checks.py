@@ -110,12 +110,13 @@ class StaticReport:
     return not self.format_errors and not self.rejections
 
 
-_GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
+_LAUNCH_BOUNDS_RE = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL_RE = re.compile(r"__global__\s+([^(;{]*?)\b(\w+)\s*(?:<[^<>()]*>)?\s*\(")
 
 
 def cuda_kernel_names(source: str) -> list[str]:
   """Names of `__global__` functions declared anywhere in the candidate source (inside strings)."""
-  return sorted(set(_GLOBAL_RE.findall(source)))
+  return sorted({m.group(2) for m in _GLOBAL_RE.finditer(_LAUNCH_BOUNDS_RE.sub(" ", source))})
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -106,8 +106,10 @@ class _Worker:
   def build(self) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-      module = self.problem.load_module(self.spec["candidate_source"], "kz_candidate",
-                                        os.path.join(self.spec["workdir"], "candidate.py"))
+      path = os.path.join(self.spec["workdir"], "candidate.py")
+      with open(path, "w") as f:
+        f.write(self.spec["candidate_source"])
+      module = self.problem.load_module(self.spec["candidate_source"], "kz_candidate", path)
       if not isinstance(getattr(module, "ModelNew", None), type):
         return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
     except BaseException as e:  # pylint: disable=broad-except

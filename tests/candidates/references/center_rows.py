@@ -1,0 +1,19 @@
+# Reference: subtract each row's mean from a 16x64 input.
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+  def __init__(self):
+    super().__init__()
+
+  def forward(self, x):
+    return x - x.mean(dim=1, keepdim=True)
+
+
+def get_inputs():
+  return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+  return []

@@ -1,0 +1,77 @@
+"""Verdict schema, tolerance presets and the output comparison, in-process (no sandbox)."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from kernelzero_jax.sandbox import SandboxConfig, Verdict
+from kernelzero_jax.sandbox import problem
+
+
+def test_verdict_json_round_trip_and_status_validation():
+  v = Verdict(status="correct", speedup=1.5, reasons=["ok"])
+  d = json.loads(v.to_json())
+  assert d["correct"] is True and d["speedup"] == 1.5
+  assert Verdict.from_dict(d).to_dict() == v.to_dict()
+  assert Verdict(status="incorrect").correct is False
+  with pytest.raises(ValueError, match="unknown verdict status"):
+    Verdict(status="passed")
+
+
+def test_tolerance_presets():
+  kz = SandboxConfig(device="cpu")
+  assert kz.tolerance_for("float32") == (1e-2, 1e-2) and kz.tolerance_name() == "kernelzero"
+  kb = SandboxConfig(device="cpu", tolerance="kernelbench")
+  assert kb.tolerance_for("float32") == (1e-4, 1e-4)
+  assert kb.tolerance_for("bfloat16") == (1e-2, 1e-2)
+  custom = SandboxConfig(device="cpu", atol=1e-3, rtol=1e-5)
+  assert custom.tolerance_for("float16") == (1e-3, 1e-5) and custom.tolerance_name() == "custom"
+  with pytest.raises(ValueError, match="unknown tolerance preset"):
+    SandboxConfig(device="cpu", tolerance="nope")
+  with pytest.raises(ValueError, match="unknown sandbox config fields"):
+    SandboxConfig.from_dict({"devcie": "cpu"})
+
+
+def _tol(_):
+  return (1e-2, 1e-2)
+
+
+def test_compare_outputs_exact_errors_and_failures():
+  r = torch.tensor([1.0, 2.0, -4.0])
+  ok, reasons, max_abs, max_rel = problem.compare_outputs([r + torch.tensor([0.0, 0.02, 0.0])],
+                                                          [r], _tol)
+  assert ok and not reasons  # 0.02 <= 0.01 + 0.01 * 2
+  assert max_abs == pytest.approx(0.02, abs=1e-6) and max_rel == pytest.approx(0.01, abs=1e-6)
+  ok, reasons, _, _ = problem.compare_outputs([r + torch.tensor([0.03, 0.0, 0.0])], [r], _tol)
+  assert not ok and "1/3 values outside" in reasons[0]
+  nan = r.clone()
+  nan[1] = float("nan")
+  ok, reasons, max_abs, _ = problem.compare_outputs([nan], [r], _tol)
+  assert not ok and "1 non-finite" in reasons[0] and math.isinf(max_abs)
+  ok, reasons, _, _ = problem.compare_outputs([r.double()], [r], _tol)
+  assert not ok and "dtype" in reasons[0]
+  ok, reasons, _, _ = problem.compare_outputs([r[:2]], [r], _tol)
+  assert not ok and "shape" in reasons[0]
+  ok, reasons, _, _ = problem.compare_outputs([r, r], [r], _tol)
+  assert not ok and "returned 2 outputs" in reasons[0]
+  ok, reasons, _, _ = problem.compare_outputs([torch.tensor([1, 2])], [torch.tensor([1, 3])], _tol)
+  assert not ok and "integer" in reasons[0]
+
+
+def test_inputs_unchanged_detects_in_place_writes():
+  x = torch.randn(4)
+  pristine = [x.clone()]
+  assert problem.inputs_unchanged([x], pristine) == []
+  x[0] += 1
+  assert problem.inputs_unchanged([x], pristine) == ["argument 0"]
+
+
+def test_make_inputs_and_model_are_seeded():
+  a = problem.make_inputs(lambda: [torch.rand(3), 5], 11, torch.device("cpu"))
+  b = problem.make_inputs(lambda: [torch.rand(3), 5], 11, torch.device("cpu"))
+  assert torch.equal(a[0], b[0]) and a[1] == 5
+  m1 = problem.make_model(torch.nn.Linear, lambda: [4, 2], 3, torch.device("cpu"))
+  m2 = problem.make_model(torch.nn.Linear, lambda: [4, 2], 3, torch.device("cpu"))
+  assert torch.equal(m1.weight, m2.weight)
