@@ -123,26 +123,18 @@ def compare_outputs(candidate: Sequence[Any], reference: Sequence[Any],
       atol, rtol = tolerance_for(str(r.dtype).replace("torch.", ""))
       if r.numel() == 0:
         continue
-      if r.dtype == torch.bool or not (r.is_floating_point() or r.is_complex()):
+      if not r.is_floating_point():  # integers, bools (and complex) must match exactly
         if not torch.equal(c, r):
-          reasons.append(f"output {i}: integer/bool values differ")
+          reasons.append(f"output {i}: {r.dtype} values differ")
         continue
-      # fp32 differences are exact enough to judge a 1e-4 tolerance and halve the memory of fp64.
-      work = torch.float64 if r.dtype == torch.float64 else torch.float32
-      cf, rf = c.to(work), r.to(work)
-      diff = (cf - rf).abs()
-      finite = torch.isfinite(diff)
-      abs_err = diff[finite].max().item() if finite.any() else math.inf
-      rel_err = (diff[finite] / rf.abs()[finite].clamp_min(1e-12)).max().item() if finite.any() else math.inf
-      max_abs = max(max_abs, abs_err if finite.all() else math.inf)
-      max_rel = max(max_rel, rel_err if finite.all() else math.inf)
-      if not torch.allclose(c, r, atol=atol, rtol=rtol, equal_nan=False):
-        nonfinite = int((~torch.isfinite(c)).sum().item())
-        bad = int((~torch.isclose(c, r, atol=atol, rtol=rtol, equal_nan=False)).sum().item())
-        msg = (f"output {i}: {bad}/{r.numel()} values outside atol={atol:g} rtol={rtol:g} "
-               f"(max abs error {abs_err:.3g})")
-        if nonfinite:
-          msg += f"; {nonfinite} non-finite values"
+      stats = _close_stats(c, r, atol, rtol)
+      max_abs = max(max_abs, stats["max_abs"])
+      max_rel = max(max_rel, stats["max_rel"])
+      if stats["bad"]:
+        msg = (f"output {i}: {stats['bad']}/{r.numel()} values outside atol={atol:g} rtol={rtol:g} "
+               f"(max abs error {stats['max_abs']:.3g})")
+        if stats["nonfinite"]:
+          msg += f"; {stats['nonfinite']} non-finite values"
         reasons.append(msg)
     else:
       if isinstance(r, float) and isinstance(c, (int, float)):
@@ -152,6 +144,45 @@ def compare_outputs(candidate: Sequence[Any], reference: Sequence[Any],
       elif c != r:
         reasons.append(f"output {i}: {c!r} != expected {r!r}")
   return not reasons, reasons, max_abs, max_rel
+
+
+# Comparisons work through outputs in chunks, so a multi-GB output needs a few hundred MB of
+# temporaries rather than several copies of itself.
+_CHUNK = 1 << 25
+
+
+def _chunks(c: torch.Tensor, r: torch.Tensor):
+  cf, rf = c.reshape(-1), r.reshape(-1)
+  work = torch.float64 if r.dtype == torch.float64 else torch.float32
+  for start in range(0, rf.numel(), _CHUNK):
+    yield cf[start:start + _CHUNK].to(work), rf[start:start + _CHUNK].to(work)
+
+
+def _close_stats(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
+  """torch.allclose(c, r, atol, rtol, equal_nan=False) semantics, chunked, with error stats."""
+  bad = nonfinite = 0
+  max_abs = max_rel = 0.0
+  for cc, rc in _chunks(c, r):
+    diff = (cc - rc).abs()
+    close = (cc == rc) | (diff <= atol + rtol * rc.abs())
+    bad += int((~close).sum().item())
+    nonfinite += int((~torch.isfinite(cc)).sum().item())
+    finite = torch.isfinite(diff)
+    if not bool(finite.all()):
+      max_abs = max_rel = math.inf
+    if finite.any():
+      d = diff[finite]
+      max_abs = max(max_abs, d.max().item())
+      max_rel = max(max_rel, (d / rc.abs()[finite].clamp_min(1e-12)).max().item())
+  return {"bad": bad, "nonfinite": nonfinite, "max_abs": max_abs, "max_rel": max_rel}
+
+
+def constant_passes(r: torch.Tensor, value: float, atol: float, rtol: float) -> bool:
+  """Whether an output filled with `value` would pass against reference `r`."""
+  for _, rc in _chunks(r, r):
+    if not bool(((value - rc).abs() <= atol + rtol * rc.abs()).all()):
+      return False
+  return True
 
 
 def inputs_unchanged(after: Sequence[Any], pristine: Sequence[Any]) -> list[str]:

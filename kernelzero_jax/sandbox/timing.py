@@ -56,6 +56,7 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   with torch.no_grad():
     warm_times = []
     for i in range(warmup):
+      inputs = None
       inputs = make_inputs(seeds[i])
       t, _ = timer.time_call(lambda: forward(*inputs))
       warm_times.append(t)
@@ -63,8 +64,10 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
     times = []
     audits = set(audit_positions)
+    inputs = None
     for i in range(n):
       seed = seeds[warmup + i]
+      inputs = None  # free the previous set before making the next (full-size inputs are GBs)
       inputs = make_inputs(seed)
       if i in audits and on_audit is not None:
         on_audit(seed, inputs)
