@@ -12,7 +12,6 @@ must be `correct`.
 All candidates are judged in ONE SandboxPool call (module fixture), so the suite costs about one
 judge start per candidate, two at a time.
 
-Cheats marked GAP below are known to slip through today; their tests fail on purpose.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ CHEATS: dict[str, tuple[str, tuple[str, ...], str | None, str | None]] = {
     "monkeypatch_cuda_sync": ("scaled_relu", REJECTED, "monkey-patching", "static"),
     "monkeypatch_time": ("scaled_relu", REJECTED, "monkey-patching", "static"),
     "monkeypatch_setattr": ("scaled_relu", REJECTED, "setattr", "static"),
-    "monkeypatch_via_torch_builtins": ("scaled_relu", REJECTED, "torch.equal was replaced",
-                                       None),
+    "monkeypatch_via_torch_builtins": ("scaled_relu", REJECTED, "torch.builtins", "static"),
     # torch.compile, host round trips, forbidden imports, introspection.
     "torch_compile": ("scaled_relu", REJECTED, "compile", "static"),
     "numpy_roundtrip": ("scaled_relu", REJECTED, "host round trip", "static"),
@@ -80,23 +78,15 @@ CHEATS: dict[str, tuple[str, tuple[str, ...], str | None, str | None]] = {
     "dunder_builtins": ("scaled_relu", REJECTED, "__builtins__", "static"),
     # A @triton.jit body that calls torch (the interpreter would run it as Python).
     "triton_body_torch": ("scaled_relu", REJECTED, "kernel bodies may only use triton", "static"),
-    # GAP: threading reached as `torch.threading`; torch ops in another thread are invisible to
-    # the (thread-local) TorchDispatchMode and the thread is joined before the thread check.
+    # Forbidden modules reached as attributes of allowed ones (torch.threading, F.np,
+    # torch.builtins), a kernel body calling a lambda, a Python element-by-element loop: each
+    # is caught statically or by the op budget; the guard and the thread counter back them up.
     "thread_via_torch_attr": ("scaled_relu", REJECTED, None, None),
-    # GAP: numpy reached as `torch.nn.functional.np`; np.asarray(x) dispatches only
-    # detach/lift_fresh, so the host round trip is invisible at runtime.
     "numpy_via_functional_np": ("scaled_relu", REJECTED, None, None),
-    # GAP: a kernel body calling a module-level lambda (not a FunctionDef) that computes with
-    # torch; the launch hook suspends the op recorder while the "kernel" runs.
     "kernel_body_calls_lambda": ("scaled_relu", REJECTED, None, None),
-    # GAP: `torch.builtins.getattr` reaches torch.utils._python_dispatch._disable_current_modes,
-    # which switches the op recorder off.
     "dispatch_mode_disabled": ("scaled_relu", REJECTED, None, None),
-    # GAP: elementwise compute in Python from x[i, j].item() reads and out[i, j] = v writes;
-    # select/_local_scalar_dense/copy_ are all on the allowed-op list, so nothing is flagged.
     "python_scalar_loop": ("scaled_relu", REJECTED, None, None),
-    # GAP (sandbox escape): `torch.os` writes result.json into the judge's cwd
-    # (/proc/<ppid>/cwd) and SIGKILLs the judge; evaluate_candidate then reads the forged verdict.
+    # Writes a forged result.json into the judge's cwd via torch.os and kills the judge.
     "forged_verdict": ("scaled_relu", ("rejected", "runtime_error"), None, None),
 }
 
@@ -111,9 +101,8 @@ HONEST: dict[str, str] = {
     "batch_sum_accumulate": "batch_sum",
     "affine_helpers": "affine_3d",
     "center_rows_two_kernels": "center_rows",
-    # False reject today: multi-config @triton.autotune benchmarks through
-    # `driver.active.get_benchmarker()`, and under TRITON_INTERPRET on a CPU-only machine there
-    # is no active driver ("0 active drivers"), so the candidate ends as runtime_error.
+    # Multi-config @triton.autotune: the worker replaces the autotuner's GPU benchmarker under
+    # the CPU interpreter (which has no driver).
     "autotune_scaled_relu": "scaled_relu",
     "two_outputs": "two_outputs",
 }

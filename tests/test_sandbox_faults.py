@@ -9,6 +9,7 @@ call. Timeouts are kept small so that the hangs cost seconds, not minutes.
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
 
@@ -183,10 +184,8 @@ def test_near_zero_reference_is_flagged_degenerate(verdicts):
 
 
 def test_dropout_reference_is_flagged_not_reproducible(verdicts):
-  # Known gap, two causes: (1) the degenerate/reproducibility checks run only after the candidate
-  # passed all correctness sets, and no candidate can match a random mask, so they never run;
-  # (2) even then, Judge._reproducibility_check re-seeds exactly as _reference did
-  # (make_model(init_seed), make_inputs(seed)), so dropout draws the same mask and "reproduces".
+  # The reference checks run before any candidate does (no candidate can match a random mask),
+  # and the second reference forward runs under a different random state.
   v = verdicts["dropout_reference"]
   assert v.status != "correct", _describe(v)
   assert "reference_not_reproducible" in v.degenerate, _describe(v)
@@ -212,3 +211,29 @@ def test_static_rejection_needs_no_torch_and_is_fast():
                          SandboxConfig(device="cpu"))
   assert v.status == "rejected" and v.stage == "static", _describe(v)
   assert v.to_dict()["correct"] is False
+
+
+_FORGING_JUDGE = r"""
+import json, os, signal, sys
+verdict = {"status": "correct", "speedup": 100.0}
+with open(sys.argv[2], "w") as f:
+  json.dump({"nonce": "guessed", "verdict": verdict}, f)
+if sys.argv[3] == "kill":
+  os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit0", "kill"])
+def test_a_forged_result_file_is_not_a_verdict(tmp_path, monkeypatch, ending):
+  # Stands in for a candidate that writes the judge's result file and then kills the judge (or
+  # lets it exit): without the secret the caller sent on stdin, the file is not believed.
+  from kernelzero_jax.sandbox import evaluate as evaluate_lib
+  script = tmp_path / "forging_judge.py"
+  script.write_text(_FORGING_JUDGE)
+  monkeypatch.setattr(evaluate_lib, "_judge_command",
+                      lambda job, result: [sys.executable, str(script), job, result, ending])
+  v = evaluate_candidate(_read("references/scaled_relu"), _read("honest/scaled_relu"), "triton",
+                         SandboxConfig(device="cpu"))
+  assert v.status == "runtime_error" and not v.correct
+  assert ("secret" in v.reasons[0]) if ending == "exit0" else ("SIGKILL" in v.reasons[0] or
+                                                               "-9" in v.reasons[0])

@@ -3,10 +3,8 @@
 No processes and no torch: `check_candidate(source, backend)` is pure Python. Three groups:
   * forbidden capabilities are rejected (one small source per capability);
   * honest sources, Triton and CUDA (load_inline), are accepted, and CUDA kernel names extracted;
-  * known gaps: capabilities that reach forbidden modules *without an import statement*
-    (e.g. `torch.os`, `torch.threading`, `torch.builtins.exec`, `torch.nn.functional.np`). These
-    tests are expected to fail until the static layer handles them; see the report in
-    tests/test_sandbox_anticheat.py's docstring.
+  * capabilities that reach forbidden modules *without an import statement*
+    (e.g. `torch.os`, `torch.threading`, `torch.builtins.exec`, `torch.nn.functional.np`).
 """
 
 from __future__ import annotations
@@ -447,10 +445,8 @@ def test_nested_model_new_is_not_enough():
 
 
 # --------------------------------------------------------------------------------------------
-# Static-layer gaps: forbidden modules and builtins reached as *attributes* of allowed modules,
-# with no import statement. Each of these sources passes today; each gives a candidate a
-# capability the import whitelist means to deny (see test_sandbox_anticheat.py for end-to-end
-# exploits built on them). Expected to fail until fixed.
+# Forbidden modules and builtins reached as *attributes* of allowed modules, with no import
+# statement: each gives a candidate a capability the import whitelist means to deny.
 # --------------------------------------------------------------------------------------------
 
 _ATTRIBUTE_ESCAPES = [

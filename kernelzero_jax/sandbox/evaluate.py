@@ -11,6 +11,7 @@ import dataclasses
 import glob
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -45,6 +46,10 @@ def overall_timeout_s(config: SandboxConfig) -> float:
           + (config.timing_timeout_s if config.timing else 0.0) + 180.0)
 
 
+def _judge_command(job_path: str, result_path: str) -> list[str]:
+  return [sys.executable, "-m", "kernelzero_jax.sandbox.judge", job_path, result_path]
+
+
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does."""
@@ -60,11 +65,18 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
       json.dump(job, f)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    nonce = secrets.token_hex(16)
+    judge_cwd = os.path.join(tmp, "cwd")
+    os.mkdir(judge_cwd)
     with open(log_path, "w") as log:
-      proc = subprocess.Popen([sys.executable, "-m", "kernelzero_jax.sandbox.judge", job_path,
-                               result_path], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                              env=env, cwd=tmp, start_new_session=True)
+      proc = subprocess.Popen(_judge_command(job_path, result_path), stdin=subprocess.PIPE, stdout=log, stderr=log,
+                              env=env, cwd=judge_cwd, start_new_session=True)
       timed_out = False
+      try:
+        proc.stdin.write(nonce.encode() + b"\n")
+        proc.stdin.close()
+      except OSError:
+        pass
       try:
         proc.wait(timeout=overall_timeout_s(config))
       except subprocess.TimeoutExpired:
@@ -75,19 +87,29 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
         except (ProcessLookupError, PermissionError):
           pass
         proc.wait()
-    if os.path.exists(result_path):
-      with open(result_path) as f:
-        return V.Verdict.from_dict(json.load(f))
+    result = _read_result(result_path) if proc.returncode == 0 and not timed_out else None
+    if result is not None and result.get("nonce") == nonce:
+      return V.Verdict.from_dict(result["verdict"])
     with open(log_path, errors="replace") as f:
       tail = " | ".join(f.read()[-2000:].strip().splitlines()[-6:])
     if timed_out:
       return V.Verdict(status=V.TIMEOUT, backend=backend, device=config.device,
                        reasons=[f"the evaluation exceeded {overall_timeout_s(config):g} s "
                                 f"(the reference may hang); {tail}"])
+    why = ("its result did not carry this evaluation's secret (forged)" if result is not None
+           else f"exit code {proc.returncode}")
     return V.Verdict(status=V.RUNTIME_ERROR, backend=backend, device=config.device,
-                     reference_error=True,
-                     reasons=[f"the judge process ended without a verdict "
-                              f"(exit code {proc.returncode}); {tail}"])
+                     reasons=[f"the judge process ended without a valid verdict ({why}); a "
+                              f"candidate may have killed it; {tail}"])
+
+
+def _read_result(path: str) -> dict | None:
+  try:
+    with open(path) as f:
+      result = json.load(f)
+    return result if isinstance(result, dict) and isinstance(result.get("verdict"), dict) else None
+  except (OSError, ValueError):
+    return None
 
 
 class SandboxPool:

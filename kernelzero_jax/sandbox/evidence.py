@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ALLOWED_ATEN_OPS = frozenset({
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
     "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_",
-    "zero", "zero_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "_local_scalar_dense",
+    "zero", "zero_", "scalar_tensor", "_local_scalar_dense",
     "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "transpose", "t", "permute",
     "expand", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk",
     "unbind", "alias", "detach", "contiguous", "clone", "copy", "copy_", "_to_copy", "to",
@@ -77,6 +77,20 @@ class OpRecorder(TorchDispatchMode):
         self.violations.append(f"forward moves data between devices (aten::{name}): a host round "
                                "trip is not the candidate's own kernel")
     return func(*args, **kwargs)
+
+  # An honest forward allocates, reshapes and launches: a handful of ops. Thousands of them, or
+  # many host reads of single values, mean the result is being assembled element by element.
+  MAX_OPS_PER_FORWARD = 4096
+  MAX_SCALAR_READS_PER_FORWARD = 256
+
+  def check_budget(self) -> None:
+    if len(self.ops) > self.MAX_OPS_PER_FORWARD:
+      self.violations.append(f"forward dispatched {len(self.ops)} torch ops (limit "
+                             f"{self.MAX_OPS_PER_FORWARD}): computing element by element in Python")
+    reads = sum(op in ("_local_scalar_dense", "item") for op in self.ops)
+    if reads > self.MAX_SCALAR_READS_PER_FORWARD:
+      self.violations.append(f"forward read {reads} scalars to the host (limit "
+                             f"{self.MAX_SCALAR_READS_PER_FORWARD}): computing in Python")
 
   @contextlib.contextmanager
   def suspend(self):

@@ -166,7 +166,6 @@ class Judge:
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
-    self._constant_passes_all = False
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
   # -- entry ---------------------------------------------------------------------------------
@@ -203,6 +202,7 @@ class Judge:
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
     self.torch, self.problem = torch, problem
     cfg, v = self.cfg, self.verdict
+    v.stage = "device"
     if self.backend == "cuda" and cfg.device == "cpu":
       raise StageFailure(V.UNSUPPORTED, "backend cuda needs a CUDA device; this run is on the CPU")
     if cfg.device == "cuda" and not torch.cuda.is_available():
@@ -240,21 +240,19 @@ class Judge:
     lock = (gpu_lock(self.device.index or 0) if self.device.type == "cuda"
             else contextlib.nullcontext())
     with lock:
+      base = cfg.seed * 1_000_003
+      seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
+      if cfg.check_degenerate:
+        v.stage = "reference_checks"
+        self._reference_checks(seeds[:2])
       v.stage = "init"
       self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
                                        cfg.correctness_timeout_s, "init"), "init")
       v.stage = "correctness"
       t0 = time.perf_counter()
-      base = cfg.seed * 1_000_003
-      seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
       for i, seed in enumerate(seeds):
-        refs = self._check_seed(seed, profile=(i == 0), stage="correctness")
+        self._check_seed(seed, profile=(i == 0), stage="correctness")
         v.num_correct_trials += 1
-        if cfg.check_degenerate:
-          self._degenerate_checks(refs, first=(i == 0))
-          if i == 0:
-            self._reproducibility_check(seed, refs)
-        del refs
       v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
 
       if self.device.type == "cuda" and cfg.timing:
@@ -340,40 +338,43 @@ class Judge:
           merged[k] = merged.get(k, 0) + n
         store[key] = merged
 
-  def _degenerate_checks(self, refs: list, first: bool) -> None:
-    """Flags references that are not finite, or that a constant output (all zeros, or the
-    output's mean) passes on every correctness input set."""
-    torch, v = self.torch, self.verdict
-    tensors = [r for r in refs if isinstance(r, torch.Tensor) and r.is_floating_point()]
-    if not tensors:
-      return
-    if any(not torch.isfinite(r).all() for r in tensors):
-      if V.DEGENERATE_NONFINITE not in v.degenerate:
-        v.degenerate.append(V.DEGENERATE_NONFINITE)
-    passes = False
-    for fill in ("zeros", "mean"):
-      ok = True
-      for r in tensors:
-        atol, rtol = self.cfg.tolerance_for(str(r.dtype).replace("torch.", ""))
-        value = 0.0 if fill == "zeros" else (r.double().mean().item() if r.numel() else 0.0)
-        ok = ok and self.problem.constant_passes(r, value, atol, rtol)
-      passes = passes or ok
-    self._constant_passes_all = passes and (first or self._constant_passes_all)
-    if (self._constant_passes_all and v.num_correct_trials >= self.cfg.num_correct_trials
-        and V.DEGENERATE_CONSTANT not in v.degenerate):
+  def _reference_checks(self, seeds: list[int]) -> None:
+    """Flags references that cannot discriminate candidates, before any candidate runs:
+    outputs that are not finite, outputs that a constant (all zeros, or their mean) passes on
+    every checked input set, and references that do not reproduce themselves from their seeds
+    under a different random state (e.g. active dropout)."""
+    torch, v, problem = self.torch, self.verdict, self.problem
+    constant_everywhere = True
+    first_refs = None
+    for seed in seeds:
+      refs, _, _ = self._reference(seed)
+      tensors = [r for r in refs if isinstance(r, torch.Tensor) and r.is_floating_point()]
+      if any(not torch.isfinite(r).all() for r in tensors):
+        if V.DEGENERATE_NONFINITE not in v.degenerate:
+          v.degenerate.append(V.DEGENERATE_NONFINITE)
+      passes = False
+      for fill in ("zeros", "mean"):
+        ok = bool(tensors)
+        for r in tensors:
+          atol, rtol = self.cfg.tolerance_for(str(r.dtype).replace("torch.", ""))
+          value = 0.0 if fill == "zeros" else (r.double().mean().item() if r.numel() else 0.0)
+          ok = ok and problem.constant_passes(r, value, atol, rtol)
+        passes = passes or ok
+      constant_everywhere = constant_everywhere and passes
+      if first_refs is None:
+        first_refs = refs
+      del refs
+    if constant_everywhere:
       v.degenerate.append(V.DEGENERATE_CONSTANT)
-
-  def _reproducibility_check(self, seed: int, refs: list) -> None:
-    """Rebuilds the reference from its seeds and runs it again: a reference that does not
-    reproduce itself (e.g. active dropout) cannot be passed by anyone."""
-    again_model = self.problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
-                                          self.cfg.init_seed, self.device)
-    inputs = self.problem.make_inputs(self.ref_mod.get_inputs, seed, self.device)
-    again = self.problem.flatten(again_model(*inputs))
-    ok, _, _, _ = self.problem.compare_outputs(again, refs, self.cfg.tolerance_for)
+    model = problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
+                               self.cfg.init_seed, self.device)
+    inputs = problem.make_inputs(self.ref_mod.get_inputs, seeds[0], self.device)
+    torch.manual_seed(seeds[0] + 0x5EED)  # a different random state for the forward itself
+    again = problem.flatten(model(*inputs))
+    ok, _, _, _ = problem.compare_outputs(again, first_refs, self.cfg.tolerance_for)
     if not ok:
-      self.verdict.degenerate.append(V.DEGENERATE_NONDETERMINISTIC)
-    del again_model, inputs, again
+      v.degenerate.append(V.DEGENERATE_NONDETERMINISTIC)
+    del model, inputs, again, first_refs
 
   def _timing(self, base: int) -> None:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
@@ -419,6 +420,11 @@ def main(argv: list[str]) -> int:
     return 2
   with contextlib.suppress(Exception):
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+  # The caller's secret arrives on stdin (not argv or the environment, which other processes
+  # can read); the verdict is only accepted with it, so a candidate that writes a result file
+  # and kills this judge forges nothing.
+  nonce = sys.stdin.readline().strip()
+  sys.stdin.close()
   with open(argv[1]) as f:
     job = json.load(f)
   try:
@@ -429,7 +435,7 @@ def main(argv: list[str]) -> int:
   _kill_descendants()
   tmp = argv[2] + ".tmp"
   with open(tmp, "w") as f:
-    f.write(verdict.to_json())
+    json.dump({"nonce": nonce, "verdict": verdict.to_dict()}, f, allow_nan=False, default=repr)
   os.replace(tmp, argv[2])
   return 0
 

@@ -66,6 +66,17 @@ FORBIDDEN_ATTRS = {
     "register_module_forward_hook": "hooks change what the harness observes",
     "register_module_forward_pre_hook": "hooks change what the harness observes",
 }
+# Allowed modules re-export forbidden ones as attributes (torch.os, torch.sys, typing.sys,
+# torch.nn.functional.np, dataclasses.inspect, ...). Reaching any of these names as an attribute
+# is the same capability as importing it.
+FORBIDDEN_MODULE_ATTRS = frozenset({
+    "os", "sys", "ctypes", "threading", "_thread", "builtins", "subprocess", "importlib",
+    "inspect", "multiprocessing", "np", "numpy", "gc", "socket", "signal", "shutil", "pickle",
+    "marshal", "io", "pathlib", "tempfile", "glob", "resource", "platform", "types", "weakref",
+    "code", "codeop", "runpy", "pdb", "traceback", "linecache", "atexit", "faulthandler", "mmap",
+    "select", "asyncio", "concurrent", "cffi", "cupy", "jax", "scipy", "attrgetter",
+    "methodcaller", "system", "popen", "getppid", "environ", "putenv",
+})
 # Dunder attributes that honest code uses. Any other `__x__` access is introspection.
 ALLOWED_DUNDER_ATTRS = frozenset({"__init__", "__name__", "__class__"})
 ALLOWED_DUNDER_ATTRS_ON_SUPER = frozenset({"__init__"})
@@ -95,7 +106,6 @@ CUDA_FORBIDDEN_PATTERNS = [
      "changes device state"),
 ]
 
-TRITON_ALLOWED_BODY_MODULES = frozenset({"tl", "triton", "libdevice", "math"})
 
 
 @dataclasses.dataclass
@@ -143,6 +153,14 @@ def _is_triton_decorator(dec: ast.AST) -> bool:
       "triton" in name or name in ("jit", "autotune", "heuristics"))
 
 
+_C_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _strip_c_comments(text: str) -> str:
+  """Comments mentioning e.g. cuBLAS are not calls to it."""
+  return _C_COMMENT_RE.sub(" ", text)
+
+
 def _string_constants(tree: ast.AST) -> str:
   return "\n".join(n.value for n in ast.walk(tree)
                    if isinstance(n, ast.Constant) and isinstance(n.value, str))
@@ -167,7 +185,7 @@ def check_candidate(source: str, backend: str) -> StaticReport:
       report.format_errors.append("ModelNew defines no forward method")
 
   _check_imports_and_names(tree, report)
-  strings = _string_constants(tree)
+  strings = _strip_c_comments(_string_constants(tree))
   _check_triton(tree, report)
   report.cuda_kernel_names = cuda_kernel_names(strings)
   if backend == "cuda":
@@ -214,6 +232,8 @@ def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
     elif isinstance(node, ast.Name):
       if node.id in FORBIDDEN_BUILTINS:
         rej.append(f"uses `{node.id}`: dynamic code and introspection are not allowed")
+      elif node.id in ("attrgetter", "methodcaller"):
+        rej.append(f"uses `{node.id}`: dynamic lookups are not allowed")
     elif isinstance(node, ast.Attribute):
       attr = node.attr
       if attr.startswith("__") and attr.endswith("__"):
@@ -227,6 +247,9 @@ def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
           rej.append(f"accesses private `{base or '...'}.{attr}`: harness internals are off limits")
       if attr in FORBIDDEN_ATTRS:
         rej.append(f"uses `.{attr}`: {FORBIDDEN_ATTRS[attr]}")
+      if attr in FORBIDDEN_MODULE_ATTRS:
+        rej.append(f"reaches `{_dotted(node) or attr}`: a module or capability that candidates "
+                   "may not use (the same as importing it)")
     elif isinstance(node, ast.Call):
       fn = node.func
       fname = fn.id if isinstance(fn, ast.Name) else None
@@ -250,38 +273,72 @@ def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
                          "objects is not allowed")
 
 
+_TRITON_BODY_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs",
+                                   "isinstance", "tuple", "list", "True", "False", "None",
+                                   "enumerate", "zip"})
+
+
+def _is_constant_expr(node: ast.AST, constants: set[str], triton_aliases: set[str]) -> bool:
+  """A module-level value a kernel may read: literals, arithmetic on them, tl.constexpr(...)."""
+  for sub in ast.walk(node):
+    if isinstance(sub, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                        ast.Load, ast.Tuple, ast.keyword)):
+      continue
+    if isinstance(sub, ast.Name) and (sub.id in constants or sub.id in triton_aliases):
+      continue
+    if isinstance(sub, ast.Attribute) and (_dotted(sub) or "").split(".")[0] in triton_aliases:
+      continue
+    if isinstance(sub, ast.Call) and (_dotted(sub.func) or "").split(".")[0] in triton_aliases:
+      continue
+    return False
+  return True
+
+
 def _check_triton(tree: ast.Module, report: StaticReport) -> None:
-  """Finds @triton.jit kernels and checks that their bodies use only Triton (the interpreter would
-  otherwise execute arbitrary Python, e.g. torch calls, as a 'kernel')."""
-  import_aliases: dict[str, str] = {}
+  """Finds @triton.jit kernels and checks that their bodies use only Triton: under the CPU
+  interpreter a kernel body runs as plain Python, so anything else it could name (torch, a
+  lambda, a helper, a mutable global) would run unobserved as part of 'the kernel'."""
+  triton_aliases: set[str] = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
       for a in node.names:
-        import_aliases[a.asname or a.name.split(".")[0]] = a.name
-    elif isinstance(node, ast.ImportFrom):
+        if a.name.split(".")[0] == "triton":
+          triton_aliases.add(a.asname or a.name.split(".")[0])
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "triton":
       for a in node.names:
-        import_aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        triton_aliases.add(a.asname or a.name)
   jit_funcs = {}
-  plain_funcs = set()
   for node in ast.walk(tree):
-    if isinstance(node, ast.FunctionDef):
-      if any(_is_triton_jit(d) for d in node.decorator_list):
-        jit_funcs[node.name] = node
-      elif not any(_is_triton_decorator(d) for d in node.decorator_list):
-        plain_funcs.add(node.name)
+    if isinstance(node, ast.FunctionDef) and any(_is_triton_jit(d) for d in node.decorator_list):
+      jit_funcs[node.name] = node
   report.triton_kernel_names = sorted(jit_funcs)
-  allowed_modules = {alias for alias, full in import_aliases.items()
-                     if full.split(".")[0] == "triton" or alias in TRITON_ALLOWED_BODY_MODULES}
+  module_funcs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+  constants: set[str] = set()
+  for node in tree.body:  # in order, so constants may build on earlier constants
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      if _is_constant_expr(node.value, constants, triton_aliases):
+        constants.update(t.id for t in targets if isinstance(t, ast.Name))
+  allowed_globals = set(jit_funcs) | triton_aliases | constants | _TRITON_BODY_BUILTINS
   for name, fn in jit_funcs.items():
-    for node in ast.walk(fn):
+    local_names = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
+    body = [n for stmt in fn.body for n in ast.walk(stmt)]  # not the decorators
+    for node in body:
+      if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        local_names.add(node.id)
+      elif isinstance(node, (ast.comprehension,)):
+        for t in ast.walk(node.target):
+          if isinstance(t, ast.Name):
+            local_names.add(t.id)
+    for node in body:
       if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        ident = node.id
-        if ident in import_aliases and ident not in allowed_modules:
+        if node.id in module_funcs and node.id not in jit_funcs:
           report.rejections.append(
-              f"triton kernel `{name}` uses `{ident}`: kernel bodies may only use triton")
-        elif ident in plain_funcs and ident not in jit_funcs:
+              f"triton kernel `{name}` calls Python function `{node.id}`: kernel bodies may "
+              "only call other @triton.jit functions")
+        elif node.id not in local_names and node.id not in allowed_globals:
           report.rejections.append(
-              f"triton kernel `{name}` calls Python function `{ident}`: kernel bodies may only "
-              "call other @triton.jit functions")
-        elif ident in ("print", "torch"):
-          report.rejections.append(f"triton kernel `{name}` uses `{ident}`")
+              f"triton kernel `{name}` uses `{node.id}`: kernel bodies may only use triton, "
+              "their arguments, other @triton.jit functions and module-level constants")
+      elif isinstance(node, (ast.Lambda, ast.Global, ast.Nonlocal)):
+        report.rejections.append(f"triton kernel `{name}` contains Python-only constructs")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
 import threading
 import time
@@ -21,9 +22,11 @@ import traceback
 from typing import Any
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import guard as guard_lib
 from kernelzero_jax.sandbox import verdict as V
 
 MARKER_KERNEL = "FillFunctor"
+_PR_SET_PDEATHSIG = 1
 _ALLOWED_LIBRARY_KERNELS = ("FillFunctor", "direct_copy_kernel", "copy_kernel", "fill_kernel")
 
 
@@ -54,6 +57,12 @@ def _setup_process(spec: dict[str, Any]) -> None:
     # far more address space than it uses, so there the judge watches resident memory instead.)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  os.environ["HOME"] = workdir
+  try:  # die with the judge, whatever happens to it
+    import ctypes  # pylint: disable=import-outside-toplevel
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+  except Exception:  # pylint: disable=broad-except
+    pass
 
 
 class _Worker:
@@ -79,9 +88,15 @@ class _Worker:
     self.launches = evidence.LaunchRecorder()
     self.launches.op_recorder = self.ops
     self.hooks = evidence.install_triton_launch_hook(self.launches)
+    if self.device.type == "cpu":
+      _make_autotune_work_in_interpreter()
     self._warm_up_observers()
     self.baseline_threads = {t.ident for t in threading.enumerate()}
-    self.integrity = evidence.IntegritySnapshot()
+    self.candidate_path = os.path.join(spec["workdir"], "candidate.py")
+    self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
+    self.guard.install()
+    self.integrity = evidence.IntegritySnapshot({
+        "_thread.start_new_thread": __import__("_thread").start_new_thread})
     self.model = None
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
@@ -106,13 +121,15 @@ class _Worker:
   def build(self) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-      path = os.path.join(self.spec["workdir"], "candidate.py")
+      path = self.candidate_path
       with open(path, "w") as f:
         f.write(self.spec["candidate_source"])
       module = self.problem.load_module(self.spec["candidate_source"], "kz_candidate", path)
       if not isinstance(getattr(module, "ModelNew", None), type):
         return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
     except BaseException as e:  # pylint: disable=broad-except
+      if self.guard.violations:
+        return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
       return {"ok": False, "status": V.COMPILE_ERROR, "error": _error_tail(e)}
     self.module = module
     violations = self._tamper_violations()
@@ -140,8 +157,11 @@ class _Worker:
     try:
       with self.ops:
         out = self.model(*inputs)
+        if self.ops not in _dispatch_mode_stack():
+          self.ops.violations.append("forward removed the harness's op observer")
     finally:
       self.launches.active = False
+    self.ops.check_budget()
     if self.device.type == "cuda":
       self.torch.cuda.synchronize()
     return out, list(dict.fromkeys(self.ops.violations)), dict(self.launches.launches)
@@ -203,8 +223,9 @@ class _Worker:
     return []
 
   def _tamper_violations(self) -> list[str]:
-    return (self.integrity.violations() +
-            self.evidence.thread_and_process_violations(self.baseline_threads))
+    return list(dict.fromkeys(
+        self.guard.violations + self.integrity.violations() +
+        self.evidence.thread_and_process_violations(self.baseline_threads)))
 
   # -- loop ----------------------------------------------------------------------------------
 
@@ -234,7 +255,30 @@ class _Worker:
         if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
           status = V.COMPILE_ERROR
         reply = {"ok": False, "status": status, "error": _error_tail(e)}
+        if self.guard.violations:
+          reply = {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
       self._send(reply)
+
+
+def _dispatch_mode_stack() -> list:
+  from torch.utils import _python_dispatch  # pylint: disable=import-outside-toplevel
+  return _python_dispatch._get_current_dispatch_mode_stack()  # pylint: disable=protected-access
+
+
+def _make_autotune_work_in_interpreter() -> None:
+  """Triton's autotuner benchmarks configs with the GPU driver's timer, which the CPU
+  interpreter lacks; there, run each config once (for correctness) and call them all equal."""
+  try:
+    from triton.runtime import autotuner  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return
+
+  def bench_once(fn, quantiles=None, **_):
+    fn()
+    return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+  if hasattr(autotuner.Autotuner, "do_bench"):
+    autotuner.Autotuner.do_bench = property(lambda self: bench_once)
 
 
 def worker_main(conn, spec: dict[str, Any]) -> None:
