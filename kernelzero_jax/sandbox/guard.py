@@ -25,6 +25,8 @@ from typing import Any
 ALLOWED_PROGRAMS = frozenset({
     "ninja", "nvcc", "c++", "g++", "gcc", "cc", "clang", "clang++", "ld", "ptxas", "cicc",
     "fatbinary", "nvlink", "cuobjdump", "nvdisasm", "which", "ldconfig", "uname", "cudafe++",
+    # ctypes.util.find_library, which Triton uses to locate libcuda, runs these.
+    "file", "objdump", "ld.bfd", "ld.gold",
 })
 _PROTECTED_MODULE_ROOTS = ("torch", "triton", "time", "threading", "kernelzero_jax",
                            "multiprocessing", "builtins", "os", "sys")
@@ -79,13 +81,14 @@ class Guard:
       paths = [a for a in args if isinstance(a, (str, bytes, os.PathLike))]
       if any(not self._inside_workdir(p) for p in paths):
         self._deny(f"the candidate tried {event} outside its directory")
-    elif event == "subprocess.Popen":
+    elif event in ("subprocess.Popen", "os.posix_spawn"):
+      # subprocess may start a program through posix_spawn: both events name the program.
       executable, argv = args[0], args[1]
       prog = executable or (argv[0] if isinstance(argv, (list, tuple)) and argv else argv)
       name = os.path.basename(os.fsdecode(prog)) if prog is not None else ""
       if name not in ALLOWED_PROGRAMS:
         self._deny(f"the candidate tried to start the program {name!r}")
-    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    elif event in ("os.system", "os.exec", "os.spawn", "os.fork", "os.forkpty",
                    "pty.spawn", "os.startfile"):
       self._deny(f"the candidate tried to start a process ({event})")
     elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
