@@ -55,7 +55,6 @@ class WorkerHandle:
     self.proc = ctx.Process(target=worker.worker_main, args=(child, spec), daemon=False)
     self.proc.start()
     child.close()
-    self.by_value = spec["device"] != "cuda"
 
   def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
     channel.send(self.conn, msg, by_value=True)

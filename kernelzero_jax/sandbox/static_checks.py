@@ -79,7 +79,6 @@ FORBIDDEN_MODULE_ATTRS = frozenset({
 })
 # Dunder attributes that honest code uses. Any other `__x__` access is introspection.
 ALLOWED_DUNDER_ATTRS = frozenset({"__init__", "__name__", "__class__"})
-ALLOWED_DUNDER_ATTRS_ON_SUPER = frozenset({"__init__"})
 
 # Harness-visible names whose reassignment is tampering even without a module prefix.
 _MODULE_ROOTS_FOR_ASSIGN = ("torch", "triton", "tl", "math", "nn", "F", "time", "functools")
@@ -144,13 +143,6 @@ def _is_triton_jit(dec: ast.AST) -> bool:
   target = dec.func if isinstance(dec, ast.Call) else dec
   name = _dotted(target) or ""
   return name.split(".")[-1] in ("jit",) and ("triton" in name or name == "jit")
-
-
-def _is_triton_decorator(dec: ast.AST) -> bool:
-  target = dec.func if isinstance(dec, ast.Call) else dec
-  name = _dotted(target) or ""
-  return name.split(".")[-1] in ("jit", "autotune", "heuristics") and (
-      "triton" in name or name in ("jit", "autotune", "heuristics"))
 
 
 _C_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
