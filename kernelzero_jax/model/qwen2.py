@@ -1,0 +1,244 @@
+"""The Qwen2 / Qwen2.5 decoder in Flax NNX.
+
+Parameters are stored in the shapes the einsums use (suffixes name the axes: B batch, T query
+positions, S key positions, D model width, N query heads, K key/value heads, G query heads per
+key/value head, H head width, F MLP width, V vocabulary), so the loader transposes Hugging Face's
+`[out, in]` matrices once and every einsum string documents its shapes.
+
+Attention takes an explicit mask and explicit positions, which is what batches of prompts of
+different lengths need: the sampler left-pads prompts, so every row writes the KV cache at the
+same index while its positions start at 0 at its first real token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from kernelzero_jax.model.config import ModelConfig
+
+_NEG_INF = -1e30  # finite, so fully-masked (padding) rows give uniform weights instead of NaN
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class KVCache:
+  """Per-layer keys and values for S positions: k[l], v[l] are [B, S, K, H]."""
+  k: tuple
+  v: tuple
+
+  @classmethod
+  def init(cls, config: ModelConfig, batch: int, length: int, dtype) -> "KVCache":
+    shape = (batch, length, config.num_key_value_heads, config.head_dim)
+    zeros = tuple(jnp.zeros(shape, dtype) for _ in range(config.num_hidden_layers))
+    return cls(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_hidden_layers)))
+
+  @property
+  def length(self) -> int:
+    return self.k[0].shape[1]
+
+
+def rope_inv_freq(config: ModelConfig) -> tuple[jax.Array, float]:
+  """Inverse frequencies [H/2] and the attention scale factor, as transformers computes them."""
+  dim = config.head_dim
+  base = config.rope_theta
+  exponents = jnp.arange(0, dim, 2, dtype=jnp.float32) / dim
+  inv_freq = 1.0 / (base ** exponents)
+  scaling = config.rope_scaling_dict
+  if not scaling:
+    return inv_freq, 1.0
+  kind = scaling.get("rope_type", scaling.get("type"))
+  factor = float(scaling["factor"])
+  if kind == "linear":
+    return inv_freq / factor, 1.0
+  if kind == "yarn":
+    original = scaling.get("original_max_position_embeddings") or config.max_position_embeddings
+    beta_fast = scaling.get("beta_fast") or 32.0
+    beta_slow = scaling.get("beta_slow") or 1.0
+
+    def mscale(scale, m=1.0):
+      return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+      if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+        attention_factor = mscale(factor, scaling["mscale"]) / mscale(factor,
+                                                                      scaling["mscale_all_dim"])
+      else:
+        attention_factor = mscale(factor)
+
+    def correction_dim(num_rotations):
+      return (dim * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    if low == high:
+      high += 0.001
+    ramp = jnp.clip((jnp.arange(dim // 2, dtype=jnp.float32) - low) / (high - low), 0, 1)
+    extrapolation_weight = 1.0 - ramp
+    inv_freq = (inv_freq / factor) * (1 - extrapolation_weight) + inv_freq * extrapolation_weight
+    return inv_freq, float(attention_factor)
+  raise ValueError(f"unsupported rope scaling {kind!r}")
+
+
+def apply_rope(x_BTNH: jax.Array, positions_BT: jax.Array, inv_freq_h: jax.Array,
+               scale: float) -> jax.Array:
+  """Rotates query/key halves (transformers' rotate_half layout, not interleaved)."""
+  angles_BTh = positions_BT[..., None].astype(jnp.float32) * inv_freq_h
+  angles_BTH = jnp.concatenate([angles_BTh, angles_BTh], axis=-1)
+  cos = (jnp.cos(angles_BTH) * scale)[:, :, None, :]
+  sin = (jnp.sin(angles_BTH) * scale)[:, :, None, :]
+  xf = x_BTNH.astype(jnp.float32)
+  half = xf.shape[-1] // 2
+  rotated = jnp.concatenate([-xf[..., half:], xf[..., :half]], axis=-1)
+  return (xf * cos + rotated * sin).astype(x_BTNH.dtype)
+
+
+class RMSNorm(nnx.Module):
+
+  def __init__(self, dim: int, eps: float, dtype):
+    self.weight = nnx.Param(jnp.ones((dim,), dtype))
+    self.eps = eps
+
+  def __call__(self, x_BTD: jax.Array) -> jax.Array:
+    xf = x_BTD.astype(jnp.float32)
+    xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+    return self.weight.value * xf.astype(x_BTD.dtype)
+
+
+def _normal(rngs: nnx.Rngs, shape, dtype, std=0.02):
+  return (jax.random.normal(rngs.params(), shape, jnp.float32) * std).astype(dtype)
+
+
+class Attention(nnx.Module):
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, dtype):
+    d, n, k, h = (config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+                  config.head_dim)
+    self.config = config
+    self.wq_DxNxH = nnx.Param(_normal(rngs, (d, n, h), dtype))
+    self.bq_NxH = nnx.Param(jnp.zeros((n, h), dtype))
+    self.wk_DxKxH = nnx.Param(_normal(rngs, (d, k, h), dtype))
+    self.bk_KxH = nnx.Param(jnp.zeros((k, h), dtype))
+    self.wv_DxKxH = nnx.Param(_normal(rngs, (d, k, h), dtype))
+    self.bv_KxH = nnx.Param(jnp.zeros((k, h), dtype))
+    self.wo_NxHxD = nnx.Param(_normal(rngs, (n, h, d), dtype))
+
+  def __call__(self, x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, cache_k=None,
+               cache_v=None, cache_index=None):
+    cfg = self.config
+    q_BTNH = jnp.einsum("BTD,DNH->BTNH", x_BTD, self.wq_DxNxH.value) + self.bq_NxH.value
+    k_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wk_DxKxH.value) + self.bk_KxH.value
+    v_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wv_DxKxH.value) + self.bv_KxH.value
+    q_BTNH = apply_rope(q_BTNH, positions_BT, inv_freq, rope_scale)
+    k_BTKH = apply_rope(k_BTKH, positions_BT, inv_freq, rope_scale)
+    if cache_k is not None:
+      # Every row writes at the same index (prompts are left-padded by the sampler).
+      k_BSKH = jax.lax.dynamic_update_slice_in_dim(cache_k, k_BTKH.astype(cache_k.dtype),
+                                                   cache_index, axis=1)
+      v_BSKH = jax.lax.dynamic_update_slice_in_dim(cache_v, v_BTKH.astype(cache_v.dtype),
+                                                   cache_index, axis=1)
+    else:
+      k_BSKH, v_BSKH = k_BTKH, v_BTKH
+    b, t = x_BTD.shape[:2]
+    groups = cfg.num_attention_heads // cfg.num_key_value_heads
+    q_BTKGH = q_BTNH.reshape(b, t, cfg.num_key_value_heads, groups, cfg.head_dim)
+    logits_BKGTS = jnp.einsum("BTKGH,BSKH->BKGTS", q_BTKGH, k_BSKH.astype(q_BTKGH.dtype),
+                              preferred_element_type=jnp.float32)
+    logits_BKGTS = logits_BKGTS / math.sqrt(cfg.head_dim)
+    logits_BKGTS = jnp.where(mask_BTS[:, None, None, :, :], logits_BKGTS, _NEG_INF)
+    probs_BKGTS = jax.nn.softmax(logits_BKGTS, axis=-1).astype(v_BSKH.dtype)
+    out_BTKGH = jnp.einsum("BKGTS,BSKH->BTKGH", probs_BKGTS, v_BSKH)
+    out_BTNH = out_BTKGH.reshape(b, t, cfg.num_attention_heads, cfg.head_dim).astype(x_BTD.dtype)
+    out_BTD = jnp.einsum("BTNH,NHD->BTD", out_BTNH, self.wo_NxHxD.value)
+    return out_BTD, k_BSKH, v_BSKH
+
+
+class MLP(nnx.Module):
+  """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, dtype):
+    d, f = config.hidden_size, config.intermediate_size
+    self.gate_DxF = nnx.Param(_normal(rngs, (d, f), dtype))
+    self.up_DxF = nnx.Param(_normal(rngs, (d, f), dtype))
+    self.down_FxD = nnx.Param(_normal(rngs, (f, d), dtype))
+
+  def __call__(self, x_BTD):
+    gate_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.gate_DxF.value)
+    up_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.up_DxF.value)
+    return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate_BTF) * up_BTF, self.down_FxD.value)
+
+
+class DecoderLayer(nnx.Module):
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, dtype):
+    self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+    self.attn = Attention(config, rngs=rngs, dtype=dtype)
+    self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+    self.mlp = MLP(config, rngs=rngs, dtype=dtype)
+
+  def __call__(self, x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, cache_k=None,
+               cache_v=None, cache_index=None):
+    attn_BTD, k, v = self.attn(self.input_norm(x_BTD), positions_BT, mask_BTS, inv_freq,
+                               rope_scale, cache_k, cache_v, cache_index)
+    x_BTD = x_BTD + attn_BTD
+    x_BTD = x_BTD + self.mlp(self.post_attn_norm(x_BTD))
+    return x_BTD, k, v
+
+
+class Qwen2(nnx.Module):
+  """Qwen2ForCausalLM. `dtype` is the parameter and compute dtype; logits are float32."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, dtype=jnp.float32):
+    self.config = config
+    self.embed_VxD = nnx.Param(_normal(rngs, (config.vocab_size, config.hidden_size), dtype))
+    self.layers = nnx.List([DecoderLayer(config, rngs=rngs, dtype=dtype)
+                            for _ in range(config.num_hidden_layers)]) if hasattr(nnx, "List") \
+        else [DecoderLayer(config, rngs=rngs, dtype=dtype) for _ in range(config.num_hidden_layers)]
+    self.final_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+    if not config.tie_word_embeddings:
+      self.lm_head_DxV = nnx.Param(_normal(rngs, (config.hidden_size, config.vocab_size), dtype))
+
+  def __call__(self, tokens_BT: jax.Array, positions_BT: jax.Array, mask_BTS: jax.Array,
+               cache: KVCache | None = None, cache_index: jax.Array | int | None = None
+               ) -> tuple[jax.Array, KVCache | None]:
+    """Logits [B, T, V] for `tokens_BT` at `positions_BT`.
+
+    Without a cache, `mask_BTS` is [B, T, T] over these tokens. With one, the new keys and values
+    are written at `cache_index` and `mask_BTS` is [B, T, cache.length] over the whole cache.
+    """
+    inv_freq, rope_scale = rope_inv_freq(self.config)
+    x_BTD = jnp.take(self.embed_VxD.value, tokens_BT, axis=0)
+    new_k, new_v = [], []
+    for i, layer in enumerate(self.layers):
+      ck = cache.k[i] if cache is not None else None
+      cv = cache.v[i] if cache is not None else None
+      x_BTD, k, v = layer(x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, ck, cv,
+                          cache_index)
+      new_k.append(k)
+      new_v.append(v)
+    x_BTD = self.final_norm(x_BTD)
+    if self.config.tie_word_embeddings:
+      logits_BTV = jnp.einsum("BTD,VD->BTV", x_BTD, self.embed_VxD.value,
+                              preferred_element_type=jnp.float32)
+    else:
+      logits_BTV = jnp.einsum("BTD,DV->BTV", x_BTD, self.lm_head_DxV.value,
+                              preferred_element_type=jnp.float32)
+    new_cache = KVCache(k=tuple(new_k), v=tuple(new_v)) if cache is not None else None
+    return logits_BTV.astype(jnp.float32), new_cache
+
+
+def causal_padding_mask(valid_BT: jax.Array) -> jax.Array:
+  """[B, T, T] mask: key s is visible to query t if s <= t and s is a real (non-pad) token."""
+  t = valid_BT.shape[1]
+  causal_TT = jnp.tril(jnp.ones((t, t), dtype=bool))
+  return causal_TT[None] & valid_BT[:, None, :].astype(bool)
+
+
+def positions_from_valid(valid_BT: jax.Array) -> jax.Array:
+  """Position ids that start at 0 at each row's first real token (left padding gets 0)."""
+  return jnp.maximum(jnp.cumsum(valid_BT.astype(jnp.int32), axis=1) - 1, 0)
