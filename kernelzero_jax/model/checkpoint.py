@@ -68,6 +68,21 @@ def _target(key: str, cfg: ModelConfig, rules) -> tuple[tuple, Callable] | None:
   return None
 
 
+def _hf_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+  """The Hugging Face ([out, in]) shape of the tensor that fills our parameter `name` of `shape`."""
+  if name in ("wq_DxNxH", "wk_DxKxH", "wv_DxKxH"):
+    d, heads, h = shape
+    return (heads * h, d)
+  if name == "wo_NxHxD":
+    n, h, d = shape
+    return (d, n * h)
+  if name in ("bq_NxH", "bk_KxH", "bv_KxH"):
+    return (shape[0] * shape[1],)
+  if name in ("gate_DxF", "up_DxF", "down_FxD", "lm_head_DxV"):
+    return (shape[1], shape[0])
+  return shape  # embeddings and norm scales keep their layout
+
+
 def checkpoint_files(path: str) -> list[str]:
   """The safetensors files of a checkpoint directory (single file or sharded with an index)."""
   index = os.path.join(path, "model.safetensors.index.json")
@@ -114,10 +129,14 @@ def load_hf_checkpoint(path: str, dtype=jnp.bfloat16, mesh: Mesh | None = None,
         for part in tpath[:-1]:
           slot = slot[part]
         expected = slot[tpath[-1]]
-        value = transform(f.get_tensor(key))
-        if tuple(value.shape) != tuple(expected.shape):
-          raise CheckpointError(f"{os.path.basename(file)}:{key} has shape {tuple(value.shape)} "
-                                f"(after layout change); the config expects {tuple(expected.shape)}")
+        raw = f.get_tensor(key)
+        # Checked before the layout change: a reshape would raise a bare TypeError on a wrong
+        # size, and would silently accept a wrong shape of the right size (a transposed k_proj).
+        hf_shape = _hf_shape(tpath[-1], tuple(expected.shape))
+        if tuple(raw.shape) != hf_shape:
+          raise CheckpointError(f"{os.path.basename(file)}:{key} has shape {tuple(raw.shape)}; "
+                                f"the config expects {hf_shape}")
+        value = transform(raw)
         value = jnp.asarray(value, dtype=dtype)
         if mesh is not None:
           value = jax.device_put(value, sharding.param_sharding(tpath[-1], value.shape, mesh))

@@ -52,11 +52,15 @@ def rope_inv_freq(config: ModelConfig) -> tuple[jax.Array, float]:
   if not scaling:
     return inv_freq, 1.0
   kind = scaling.get("rope_type", scaling.get("type"))
-  factor = float(scaling["factor"])
+  if kind == "dynamic":
+    # transformers' dynamic NTK raises the base only once a sequence is longer than
+    # max_position_embeddings; up to there it is the default RoPE.
+    return inv_freq, 1.0
+  original = scaling.get("original_max_position_embeddings") or config.max_position_embeddings
+  factor = float(scaling.get("factor") or config.max_position_embeddings / original)
   if kind == "linear":
     return inv_freq / factor, 1.0
   if kind == "yarn":
-    original = scaling.get("original_max_position_embeddings") or config.max_position_embeddings
     beta_fast = scaling.get("beta_fast") or 32.0
     beta_slow = scaling.get("beta_slow") or 1.0
 
@@ -74,8 +78,10 @@ def rope_inv_freq(config: ModelConfig) -> tuple[jax.Array, float]:
     def correction_dim(num_rotations):
       return (dim * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
 
-    low = max(math.floor(correction_dim(beta_fast)), 0)
-    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if scaling.get("truncate", True):  # transformers 5 option; False keeps the exact bounds
+      low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
       high += 0.001
     ramp = jnp.clip((jnp.arange(dim // 2, dtype=jnp.float32) - low) / (high - low), 0, 1)
@@ -107,7 +113,7 @@ class RMSNorm(nnx.Module):
   def __call__(self, x_BTD: jax.Array) -> jax.Array:
     xf = x_BTD.astype(jnp.float32)
     xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-    return self.weight.value * xf.astype(x_BTD.dtype)
+    return self.weight[...] * xf.astype(x_BTD.dtype)
 
 
 def _normal(rngs: nnx.Rngs, shape, dtype, std=0.02):
@@ -131,9 +137,9 @@ class Attention(nnx.Module):
   def __call__(self, x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, cache_k=None,
                cache_v=None, cache_index=None):
     cfg = self.config
-    q_BTNH = jnp.einsum("BTD,DNH->BTNH", x_BTD, self.wq_DxNxH.value) + self.bq_NxH.value
-    k_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wk_DxKxH.value) + self.bk_KxH.value
-    v_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wv_DxKxH.value) + self.bv_KxH.value
+    q_BTNH = jnp.einsum("BTD,DNH->BTNH", x_BTD, self.wq_DxNxH[...]) + self.bq_NxH[...]
+    k_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wk_DxKxH[...]) + self.bk_KxH[...]
+    v_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wv_DxKxH[...]) + self.bv_KxH[...]
     q_BTNH = apply_rope(q_BTNH, positions_BT, inv_freq, rope_scale)
     k_BTKH = apply_rope(k_BTKH, positions_BT, inv_freq, rope_scale)
     if cache_k is not None:
@@ -154,7 +160,7 @@ class Attention(nnx.Module):
     probs_BKGTS = jax.nn.softmax(logits_BKGTS, axis=-1).astype(v_BSKH.dtype)
     out_BTKGH = jnp.einsum("BKGTS,BSKH->BTKGH", probs_BKGTS, v_BSKH)
     out_BTNH = out_BTKGH.reshape(b, t, cfg.num_attention_heads, cfg.head_dim).astype(x_BTD.dtype)
-    out_BTD = jnp.einsum("BTNH,NHD->BTD", out_BTNH, self.wo_NxHxD.value)
+    out_BTD = jnp.einsum("BTNH,NHD->BTD", out_BTNH, self.wo_NxHxD[...])
     return out_BTD, k_BSKH, v_BSKH
 
 
@@ -168,9 +174,9 @@ class MLP(nnx.Module):
     self.down_FxD = nnx.Param(_normal(rngs, (f, d), dtype))
 
   def __call__(self, x_BTD):
-    gate_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.gate_DxF.value)
-    up_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.up_DxF.value)
-    return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate_BTF) * up_BTF, self.down_FxD.value)
+    gate_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.gate_DxF[...])
+    up_BTF = jnp.einsum("BTD,DF->BTF", x_BTD, self.up_DxF[...])
+    return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate_BTF) * up_BTF, self.down_FxD[...])
 
 
 class DecoderLayer(nnx.Module):
@@ -212,7 +218,7 @@ class Qwen2(nnx.Module):
     are written at `cache_index` and `mask_BTS` is [B, T, cache.length] over the whole cache.
     """
     inv_freq, rope_scale = rope_inv_freq(self.config)
-    x_BTD = jnp.take(self.embed_VxD.value, tokens_BT, axis=0)
+    x_BTD = jnp.take(self.embed_VxD[...], tokens_BT, axis=0)
     new_k, new_v = [], []
     for i, layer in enumerate(self.layers):
       ck = cache.k[i] if cache is not None else None
@@ -223,10 +229,10 @@ class Qwen2(nnx.Module):
       new_v.append(v)
     x_BTD = self.final_norm(x_BTD)
     if self.config.tie_word_embeddings:
-      logits_BTV = jnp.einsum("BTD,VD->BTV", x_BTD, self.embed_VxD.value,
+      logits_BTV = jnp.einsum("BTD,VD->BTV", x_BTD, self.embed_VxD[...],
                               preferred_element_type=jnp.float32)
     else:
-      logits_BTV = jnp.einsum("BTD,DV->BTV", x_BTD, self.lm_head_DxV.value,
+      logits_BTV = jnp.einsum("BTD,DV->BTV", x_BTD, self.lm_head_DxV[...],
                               preferred_element_type=jnp.float32)
     new_cache = KVCache(k=tuple(new_k), v=tuple(new_v)) if cache is not None else None
     return logits_BTV.astype(jnp.float32), new_cache

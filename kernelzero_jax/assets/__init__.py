@@ -1,0 +1,1 @@
+"""Files that ship with the package (the tiny tokenizer) and the scripts that make them."""
