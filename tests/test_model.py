@@ -496,4 +496,4 @@ def test_kv_cache_prefill_then_decode_matches_full(hf_checkpoint):
     got.append(np.asarray(logits))
   got_BTV = np.concatenate(got, axis=1)
   np.testing.assert_allclose(got_BTV[valid_BT], full[valid_BT], atol=1e-5, rtol=1e-5)
-  assert cache.k[0].shape == (b, cache_len, cfg.num_key_value_heads, cfg.head_dim)
+  assert cache.k[0].shape == (b, cfg.num_key_value_heads, cache_len, cfg.head_dim)

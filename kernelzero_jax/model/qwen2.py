@@ -27,19 +27,22 @@ _NEG_INF = -1e30  # finite, so fully-masked (padding) rows give uniform weights 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class KVCache:
-  """Per-layer keys and values for S positions: k[l], v[l] are [B, S, K, H]."""
+  """Per-layer keys and values for S positions: k[l], v[l] are [B, K, S, H].
+
+  Heads before positions, so that the attention einsums have their batch axes (B, K) leading:
+  XLA then reads the cache in place instead of transposing all of it in every decode step."""
   k: tuple
   v: tuple
 
   @classmethod
   def init(cls, config: ModelConfig, batch: int, length: int, dtype) -> "KVCache":
-    shape = (batch, length, config.num_key_value_heads, config.head_dim)
+    shape = (batch, config.num_key_value_heads, length, config.head_dim)
     zeros = tuple(jnp.zeros(shape, dtype) for _ in range(config.num_hidden_layers))
     return cls(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_hidden_layers)))
 
   @property
   def length(self) -> int:
-    return self.k[0].shape[1]
+    return self.k[0].shape[2]
 
 
 def rope_inv_freq(config: ModelConfig) -> tuple[jax.Array, float]:
@@ -142,26 +145,28 @@ class Attention(nnx.Module):
     v_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wv_DxKxH[...]) + self.bv_KxH[...]
     q_BTNH = apply_rope(q_BTNH, positions_BT, inv_freq, rope_scale)
     k_BTKH = apply_rope(k_BTKH, positions_BT, inv_freq, rope_scale)
+    k_BKTH = k_BTKH.transpose(0, 2, 1, 3)  # only the T new tokens move
+    v_BKTH = v_BTKH.transpose(0, 2, 1, 3)
     if cache_k is not None:
       # Every row writes at the same index (prompts are left-padded by the sampler).
-      k_BSKH = jax.lax.dynamic_update_slice_in_dim(cache_k, k_BTKH.astype(cache_k.dtype),
-                                                   cache_index, axis=1)
-      v_BSKH = jax.lax.dynamic_update_slice_in_dim(cache_v, v_BTKH.astype(cache_v.dtype),
-                                                   cache_index, axis=1)
+      k_BKSH = jax.lax.dynamic_update_slice_in_dim(cache_k, k_BKTH.astype(cache_k.dtype),
+                                                   cache_index, axis=2)
+      v_BKSH = jax.lax.dynamic_update_slice_in_dim(cache_v, v_BKTH.astype(cache_v.dtype),
+                                                   cache_index, axis=2)
     else:
-      k_BSKH, v_BSKH = k_BTKH, v_BTKH
+      k_BKSH, v_BKSH = k_BKTH, v_BKTH
     b, t = x_BTD.shape[:2]
     groups = cfg.num_attention_heads // cfg.num_key_value_heads
     q_BTKGH = q_BTNH.reshape(b, t, cfg.num_key_value_heads, groups, cfg.head_dim)
-    logits_BKGTS = jnp.einsum("BTKGH,BSKH->BKGTS", q_BTKGH, k_BSKH.astype(q_BTKGH.dtype),
+    logits_BKGTS = jnp.einsum("BTKGH,BKSH->BKGTS", q_BTKGH, k_BKSH.astype(q_BTKGH.dtype),
                               preferred_element_type=jnp.float32)
     logits_BKGTS = logits_BKGTS / math.sqrt(cfg.head_dim)
     logits_BKGTS = jnp.where(mask_BTS[:, None, None, :, :], logits_BKGTS, _NEG_INF)
-    probs_BKGTS = jax.nn.softmax(logits_BKGTS, axis=-1).astype(v_BSKH.dtype)
-    out_BTKGH = jnp.einsum("BKGTS,BSKH->BTKGH", probs_BKGTS, v_BSKH)
+    probs_BKGTS = jax.nn.softmax(logits_BKGTS, axis=-1).astype(v_BKSH.dtype)
+    out_BTKGH = jnp.einsum("BKGTS,BKSH->BTKGH", probs_BKGTS, v_BKSH)
     out_BTNH = out_BTKGH.reshape(b, t, cfg.num_attention_heads, cfg.head_dim).astype(x_BTD.dtype)
     out_BTD = jnp.einsum("BTNH,NHD->BTD", out_BTNH, self.wo_NxHxD[...])
-    return out_BTD, k_BSKH, v_BSKH
+    return out_BTD, k_BKSH, v_BKSH
 
 
 class MLP(nnx.Module):
