@@ -1,0 +1,194 @@
+"""Reward schedules: a group's sandbox results -> one scalar reward per sample, by config string.
+
+A result is a dict {"correct": bool, "speedup": float | None, "status": str}; speedup is None
+when it could not be measured (e.g. CPU runs), and then the speed term is 0.
+
+Registering your own schedule takes a few lines:
+
+    from kernelzero_jax.rl import rewards
+
+    @rewards.register_reward_schedule("speed_only")
+    def speed_only(results, config):
+      s = [rewards.speed_term(r, config) if r["correct"] else 0.0 for r in results]
+      return s, rewards.group_info(results, s, config, gate_open=None)
+
+    rewards.compute_group_rewards("speed_only", results, rewards.RewardConfig())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from typing import Any, Callable, Optional, Sequence
+
+Result = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardConfig:
+  alpha: float = 0.5          # ca_grpo gate: speed counts only if group accuracy >= alpha
+  beta: float = 0.1           # weight of the speed term
+  speed_term: str = "clipped_linear"  # key of SPEED_TERMS
+  speed_clip: float = 2.0     # speed term cap: S saturates at speedup 1 + speed_clip (3x)
+
+
+# ---- speed terms: speedup (> 0) -> S >= 0. Both give 0 for speedup <= 1 (no reward for being
+# slower than the reference) and saturate at speedup 1 + speed_clip, so reward hacking on timing
+# outliers is bounded and the two forms are comparable ablations.
+SPEED_TERMS: dict[str, Callable[[float, RewardConfig], float]] = {}
+
+
+def register_speed_term(name: str):
+  def wrap(fn):
+    if name in SPEED_TERMS:
+      raise ValueError(f"speed term {name!r} is already registered")
+    SPEED_TERMS[name] = fn
+    return fn
+  return wrap
+
+
+@register_speed_term("clipped_linear")
+def clipped_linear(speedup: float, config: RewardConfig) -> float:
+  """S = clip(speedup - 1, 0, speed_clip)."""
+  return min(max(speedup - 1.0, 0.0), config.speed_clip)
+
+
+@register_speed_term("log")
+def log_speed(speedup: float, config: RewardConfig) -> float:
+  """S = clip(log(speedup), 0, log(1 + speed_clip)): same saturation point as clipped_linear."""
+  return min(max(math.log(speedup), 0.0), math.log1p(config.speed_clip))
+
+
+def _lookup(registry: dict, kind: str, name: str):
+  try:
+    return registry[name]
+  except KeyError:
+    raise ValueError(f"unknown {kind} {name!r}; known: {sorted(registry)}") from None
+
+
+def speed_term(result: Result, config: RewardConfig) -> float:
+  """S for one result; 0 when speedup is missing (None) or not a positive finite number."""
+  speedup = result.get("speedup")
+  if speedup is None or not math.isfinite(speedup) or speedup <= 0:
+    return 0.0
+  return float(_lookup(SPEED_TERMS, "speed term", config.speed_term)(speedup, config))
+
+
+def group_info(results: Sequence[Result], rewards: Sequence[float], config: RewardConfig,
+               gate_open: Optional[bool]) -> dict[str, Any]:
+  """Per-group diagnostics; gate_open is None for schedules without a gate."""
+  correct = [bool(r["correct"]) for r in results]
+  s_correct = [speed_term(r, config) for r, c in zip(results, correct) if c]
+  count_by_status: dict[str, int] = defaultdict(int)
+  reward_sum_by_status: dict[str, float] = defaultdict(float)
+  for r, rew in zip(results, rewards):
+    status = r.get("status", "unknown")
+    count_by_status[status] += 1
+    reward_sum_by_status[status] += float(rew)
+  return {
+      "accuracy": sum(correct) / len(results),
+      "gate_open": gate_open,
+      "mean_speed_term": sum(s_correct) / len(s_correct) if s_correct else 0.0,
+      "num_samples": len(results),
+      "num_correct": sum(correct),
+      "speed_term_sum": sum(s_correct),  # over correct samples; lets summarize() re-weight
+      "count_by_status": dict(count_by_status),
+      "reward_sum_by_status": dict(reward_sum_by_status),
+  }
+
+
+# ---- schedules: (results of ONE group, config) -> (rewards, info).
+RewardSchedule = Callable[[Sequence[Result], RewardConfig], tuple[list[float], dict[str, Any]]]
+REWARD_SCHEDULES: dict[str, RewardSchedule] = {}
+
+
+def register_reward_schedule(name: str) -> Callable[[RewardSchedule], RewardSchedule]:
+  """Decorator registering `fn(results, config) -> (rewards, info)` under `name` (see module doc)."""
+  def wrap(fn: RewardSchedule) -> RewardSchedule:
+    if name in REWARD_SCHEDULES:
+      raise ValueError(f"reward schedule {name!r} is already registered")
+    REWARD_SCHEDULES[name] = fn
+    return fn
+  return wrap
+
+
+def get_reward_schedule(name: str) -> RewardSchedule:
+  return _lookup(REWARD_SCHEDULES, "reward schedule", name)
+
+
+def compute_group_rewards(name: str, results: Sequence[Result],
+                          config: RewardConfig = RewardConfig()):
+  if not results:
+    raise ValueError("a group needs at least one result")
+  return get_reward_schedule(name)(results, config)
+
+
+def _accuracy(results: Sequence[Result]) -> float:
+  return sum(bool(r["correct"]) for r in results) / len(results)
+
+
+@register_reward_schedule("ca_grpo")
+def ca_grpo(results, config):
+  """Correctness-aware: wrong 0; correct 1 + T(G)*beta*S, T(G) = 1 iff accuracy >= alpha.
+
+  The gate keeps speed from dominating while the group is still mostly wrong: speed only
+  differentiates once correctness is reliable.
+  """
+  gate_open = _accuracy(results) >= config.alpha
+  gate = 1.0 if gate_open else 0.0
+  rewards = [1.0 + gate * config.beta * speed_term(r, config) if r["correct"] else 0.0
+             for r in results]
+  return rewards, group_info(results, rewards, config, gate_open)
+
+
+@register_reward_schedule("correctness_only")
+def correctness_only(results, config):
+  rewards = [1.0 if r["correct"] else 0.0 for r in results]
+  return rewards, group_info(results, rewards, config, gate_open=None)
+
+
+@register_reward_schedule("additive")
+def additive(results, config):
+  """ca_grpo without the gate: correct 1 + beta*S."""
+  rewards = [1.0 + config.beta * speed_term(r, config) if r["correct"] else 0.0 for r in results]
+  return rewards, group_info(results, rewards, config, gate_open=None)
+
+
+@register_reward_schedule("kevin")
+def kevin(results, config):
+  """Kevin-32B: 0.3*correct + speedup*correct, with the RAW (unclipped) speedup as in that paper;
+  a missing speedup (None) contributes 0, so a correct unmeasured kernel gets 0.3."""
+  rewards = []
+  for r in results:
+    speedup = r.get("speedup")
+    speed = speedup if speedup is not None and math.isfinite(speedup) else 0.0
+    rewards.append(0.3 + speed if r["correct"] else 0.0)
+  return rewards, group_info(results, rewards, config, gate_open=None)
+
+
+def summarize(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
+  """Aggregate per-group infos into per-step metrics.
+
+  accuracy and mean_speed_term are sample-weighted (over all samples / all correct samples);
+  gate_open_rate is over gated groups only (None when no group had a gate);
+  reward_mean_by_status / count_by_status break rewards down by sandbox status.
+  """
+  num_samples = sum(i["num_samples"] for i in infos)
+  num_correct = sum(i["num_correct"] for i in infos)
+  gates = [i["gate_open"] for i in infos if i["gate_open"] is not None]
+  counts: dict[str, int] = defaultdict(int)
+  sums: dict[str, float] = defaultdict(float)
+  for i in infos:
+    for status, n in i["count_by_status"].items():
+      counts[status] += n
+      sums[status] += i["reward_sum_by_status"][status]
+  return {
+      "accuracy": num_correct / num_samples if num_samples else 0.0,
+      "gate_open_rate": sum(gates) / len(gates) if gates else None,
+      "mean_speed_term": (sum(i["speed_term_sum"] for i in infos) / num_correct
+                          if num_correct else 0.0),
+      "num_groups": len(infos),
+      "count_by_status": dict(counts),
+      "reward_mean_by_status": {s: sums[s] / counts[s] for s in counts},
+  }
