@@ -1,0 +1,79 @@
+"""Per-step metrics: one JSON line per step in workdir/metrics.jsonl, plus TensorBoard scalars.
+
+On resume, pass the restored checkpoint step: lines of later steps (written after that checkpoint
+by a run that then died) are dropped, so the file holds one consistent history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+
+def _to_python(v: Any) -> Any:
+  if isinstance(v, (str, bool, int)) or v is None:
+    return v
+  a = np.asarray(v)
+  if a.size == 1:
+    x = a.item()
+    if isinstance(x, float) and not math.isfinite(x):
+      return str(x)  # JSON has no NaN / Infinity
+    return x
+  return a.tolist()
+
+
+def read_metrics(path: str) -> list[dict]:
+  """The records of a metrics.jsonl; a torn last line (killed mid-write) is ignored."""
+  if not os.path.exists(path):
+    return []
+  records = []
+  with open(path) as f:
+    for line in f:
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        continue
+  return records
+
+
+class MetricsWriter:
+
+  def __init__(self, workdir: str, resume_step: Optional[int] = None, tensorboard: bool = True):
+    """`resume_step`: the step restored from a checkpoint (0 or None for a fresh run)."""
+    os.makedirs(workdir, exist_ok=True)
+    self.path = os.path.join(workdir, "metrics.jsonl")
+    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= (resume_step or 0)]
+    tmp = self.path + ".tmp"
+    with open(tmp, "w") as f:  # rewrite atomically
+      f.writelines(json.dumps(r) + "\n" for r in kept)
+    os.replace(tmp, self.path)
+    self._file = open(self.path, "a")
+    self._tb = None
+    if tensorboard:
+      from tensorboardX import SummaryWriter
+      self._tb = SummaryWriter(os.path.join(workdir, "tb"))
+
+  def write(self, step: int, metrics: Mapping[str, Any]):
+    record = {"step": int(step), **{k: _to_python(v) for k, v in metrics.items()}}
+    self._file.write(json.dumps(record) + "\n")
+    self._file.flush()
+    if self._tb is not None:
+      for k, v in record.items():
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+          self._tb.add_scalar(k, v, int(step))
+      self._tb.flush()
+
+  def close(self):
+    self._file.close()
+    if self._tb is not None:
+      self._tb.close()
+
+  def __enter__(self) -> "MetricsWriter":
+    return self
+
+  def __exit__(self, *exc):
+    self.close()

@@ -1,0 +1,206 @@
+"""The policy-gradient train step: one pure function, jitted once, with donated state.
+
+  graphdef, state = init_train_state(model, optimizer, seed=0)
+  step_fn = jax.jit(make_train_step(graphdef, optimizer, LossConfig(), num_micro_batches=4,
+                                    schedule=make_schedule(opt_cfg)), donate_argnums=0)
+  state, metrics = step_fn(state, batch)
+
+Master weights and optimizer state are float32; the loss casts the params to `compute_dtype`
+(bfloat16 by default) before the forward pass, so gradients come back in float32.
+
+A batch is a dict of arrays over B sequences of T tokens (prompt + completion, left- or right-
+padded):
+  tokens_BxT          int32  token ids
+  valid_BxT           bool   real (non-pad) tokens of prompt and completion
+  completion_mask_BxT float  1 on completion tokens only (the tokens the loss trains)
+  old_logp_BxT        float  logprobs of the tokens under the sampling policy (aligned like
+                             `sequence_logprobs`)
+  adv_B               float  one advantage per sequence
+  ref_logp_BxT        float  optional, logprobs under the reference policy (needs beta_kl > 0)
+  truncated_B         bool   optional, completions that hit the length cap (excluded)
+
+Gradient accumulation splits B into `num_micro_batches` equal slices scanned in order; each
+slice's loss uses the FULL batch's normaliser, so the summed gradients equal the unsplit ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from kernelzero_jax.model.qwen2 import causal_padding_mask, positions_from_valid
+from kernelzero_jax.rl import losses
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  learning_rate: float = 1e-6
+  warmup_steps: int = 0
+  total_steps: int = 1000
+  schedule: str = "cosine"  # "cosine" | "constant" (both after a linear warmup from 0)
+  weight_decay: float = 0.0
+  b1: float = 0.9
+  b2: float = 0.999
+  eps: float = 1e-8
+  max_grad_norm: float = 1.0  # global-norm clipping; <= 0 disables it
+
+
+def make_schedule(cfg: OptimizerConfig) -> optax.Schedule:
+  if cfg.schedule == "cosine":
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0 if cfg.warmup_steps else cfg.learning_rate, peak_value=cfg.learning_rate,
+        warmup_steps=cfg.warmup_steps, decay_steps=max(cfg.total_steps, cfg.warmup_steps + 1),
+        end_value=0.0)
+  if cfg.schedule == "constant":
+    if not cfg.warmup_steps:
+      return optax.constant_schedule(cfg.learning_rate)
+    return optax.join_schedules(
+        [optax.linear_schedule(0.0, cfg.learning_rate, cfg.warmup_steps),
+         optax.constant_schedule(cfg.learning_rate)], [cfg.warmup_steps])
+  raise ValueError(f"unknown schedule {cfg.schedule!r}; known: cosine, constant")
+
+
+def make_optimizer(cfg: OptimizerConfig) -> optax.GradientTransformation:
+  adamw = optax.adamw(make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
+                      weight_decay=cfg.weight_decay)
+  if cfg.max_grad_norm > 0:
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), adamw)
+  return adamw
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+  aggregation: str = "token_mean"
+  eps_low: float = 0.2
+  eps_high: float = 0.28
+  beta_kl: float = 0.0
+  max_completion_len: Optional[int] = None  # the constant of "drgrpo_constant" (default T)
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything a step changes; the model's graphdef stays static (outside, in the closure)."""
+  params: Any     # nnx.State of nnx.Param, float32 master weights
+  opt_state: Any  # optax state over `params`, float32
+  step: jax.Array  # int32, number of optimizer steps taken
+  rng: jax.Array   # uint32[2] PRNG key, split once per step
+
+
+def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
+                     seed: int = 0) -> tuple[nnx.GraphDef, TrainState]:
+  """Splits `model` into (graphdef, float32 params). Non-Param state is not supported: the
+  train step merges the graphdef with the params alone."""
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  if jax.tree.leaves(rest):
+    raise ValueError("the train step expects a model whose state is all nnx.Param")
+  params = jax.tree.map(lambda p: p.astype(jnp.float32), params)
+  state = TrainState(params=params, opt_state=optimizer.init(params),
+                     step=jnp.zeros((), jnp.int32), rng=jax.random.PRNGKey(seed))
+  return graphdef, state
+
+
+def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array
+                      ) -> tuple[jax.Array, jax.Array]:
+  """(logp_BxT, entropy_BxT) in float32, aligned with the tokens: logp_BxT[:, t] is
+  log p(tokens[:, t] | tokens[:, <t]) and entropy_BxT[:, t] the entropy of that distribution.
+  Column 0 (no context) is 0."""
+  positions_BxT = positions_from_valid(valid_BxT)
+  logits_BxTxV, _ = model(tokens_BxT, positions_BxT, causal_padding_mask(valid_BxT))
+  logprobs_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32), axis=-1)
+  logp_BxT = jnp.take_along_axis(logprobs_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
+  entropy_BxT = -(jnp.exp(logprobs_BxTxV) * logprobs_BxTxV).sum(axis=-1)
+  pad_Bx1 = jnp.zeros((tokens_BxT.shape[0], 1), jnp.float32)
+  return (jnp.concatenate([pad_Bx1, logp_BxT], axis=1),
+          jnp.concatenate([pad_Bx1, entropy_BxT], axis=1))
+
+
+def tokens_per_second(num_tokens, wall_seconds: float) -> float:
+  """Throughput for logging; `num_tokens` is the step's `metrics["num_tokens"]`."""
+  return float(num_tokens) / max(wall_seconds, 1e-9)
+
+
+def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+                    loss_config: LossConfig = LossConfig(), num_micro_batches: int = 1,
+                    compute_dtype=jnp.bfloat16, schedule: Optional[optax.Schedule] = None
+                    ) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
+  """A pure `train_step(state, batch) -> (state, metrics)`; jit it once with donate_argnums=0.
+
+  `schedule` (the optimizer's, see `make_schedule`) only feeds the learning_rate metric.
+  """
+  cfg = loss_config
+  n_micro = num_micro_batches
+
+  def loss_fn(params, mb, normalizer):
+    params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
+    logp_BxT, entropy_BxT = sequence_logprobs(nnx.merge(graphdef, params_c), mb["tokens_BxT"],
+                                              mb["valid_BxT"])
+    loss, m = losses.policy_loss(
+        logp_BxT, mb["old_logp_BxT"], mb["adv_B"], mb["completion_mask_BxT"],
+        ref_logp_BxT=mb.get("ref_logp_BxT"), eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+        beta_kl=cfg.beta_kl, aggregation=cfg.aggregation, normalizer=normalizer,
+        truncated_B=mb.get("truncated_B"), max_completion_len=cfg.max_completion_len)
+    # policy_loss's metrics are means over this slice's loss tokens: turn them into sums so
+    # slices add up; entropy is summed over all completion tokens.
+    loss_mask_BxT = losses.apply_truncation(mb["completion_mask_BxT"], mb.get("truncated_B"))
+    n_loss = loss_mask_BxT.sum().astype(jnp.float32)
+    completion_BxT = mb["completion_mask_BxT"].astype(jnp.float32)
+    sums = {k: v * n_loss for k, v in m.items()}
+    sums["entropy"] = jax.lax.stop_gradient(entropy_BxT * completion_BxT).sum()
+    return loss, sums
+
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+  def train_step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+    batch = {k: v for k, v in batch.items() if v is not None}
+    normalizer = losses.loss_normalizer(cfg.aggregation, batch["completion_mask_BxT"],
+                                        batch.get("truncated_B"), cfg.max_completion_len)
+    b = batch["tokens_BxT"].shape[0]
+    if b % n_micro:
+      raise ValueError(f"batch size {b} is not a multiple of num_micro_batches {n_micro}")
+    micro_batches = jax.tree.map(lambda x: x.reshape(n_micro, b // n_micro, *x.shape[1:]), batch)
+
+    def accumulate(carry, mb):
+      grads_acc, loss_acc, sums_acc = carry
+      (loss, sums), grads = grad_fn(state.params, mb, normalizer)
+      return (jax.tree.map(jnp.add, grads_acc, grads), loss_acc + loss,
+              jax.tree.map(jnp.add, sums_acc, sums)), None
+
+    zero_sums = jax.eval_shape(lambda: loss_fn(state.params, jax.tree.map(lambda x: x[0],
+                                                                          micro_batches),
+                                               normalizer)[1])
+    carry0 = (jax.tree.map(jnp.zeros_like, state.params), jnp.zeros((), jnp.float32),
+              jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero_sums))
+    if n_micro == 1:  # no scan: identical to the plain step
+      grads, loss, sums = accumulate(carry0, jax.tree.map(lambda x: x[0], micro_batches))[0]
+    else:
+      grads, loss, sums = jax.lax.scan(accumulate, carry0, micro_batches)[0]
+
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    rng, _ = jax.random.split(state.rng)
+
+    loss_mask_BxT = losses.apply_truncation(batch["completion_mask_BxT"], batch.get("truncated_B"))
+    n_loss = jnp.maximum(loss_mask_BxT.sum(), 1.0)
+    n_completion = jnp.maximum(batch["completion_mask_BxT"].astype(jnp.float32).sum(), 1.0)
+    metrics = {k: v / n_loss for k, v in sums.items() if k != "entropy"}
+    metrics.update(
+        loss=loss,
+        entropy=sums["entropy"] / n_completion,
+        grad_norm=optax.tree.norm(grads),
+        param_norm=optax.tree.norm(params),
+        update_norm=optax.tree.norm(updates),
+        num_tokens=batch["valid_BxT"].astype(jnp.int32).sum(),
+        num_loss_tokens=loss_mask_BxT.sum(),
+    )
+    if schedule is not None:
+      metrics["learning_rate"] = jnp.asarray(schedule(state.step), jnp.float32)
+    new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1, rng=rng)
+    return new_state, metrics
+
+  return train_step
