@@ -13,26 +13,19 @@ from typing import Callable
 
 import jax.numpy as jnp
 
+from kernelzero_jax.registry import Registry
+
 AdvantageFn = Callable[..., jnp.ndarray]
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
+ADVANTAGE_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator")
 
 
 def register_advantage_estimator(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
   """Decorator: `@register_advantage_estimator("mine")` makes `fn(rewards_BxG, eps)` selectable."""
-  def wrap(fn: AdvantageFn) -> AdvantageFn:
-    if name in ADVANTAGE_ESTIMATORS:
-      raise ValueError(f"advantage estimator {name!r} is already registered")
-    ADVANTAGE_ESTIMATORS[name] = fn
-    return fn
-  return wrap
+  return ADVANTAGE_ESTIMATORS.register(name)
 
 
 def get_advantage_estimator(name: str) -> AdvantageFn:
-  try:
-    return ADVANTAGE_ESTIMATORS[name]
-  except KeyError:
-    raise ValueError(f"unknown advantage estimator {name!r}; "
-                     f"known: {sorted(ADVANTAGE_ESTIMATORS)}") from None
+  return ADVANTAGE_ESTIMATORS.lookup(name)
 
 
 @register_advantage_estimator("grpo")

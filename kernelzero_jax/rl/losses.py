@@ -22,30 +22,27 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from kernelzero_jax.registry import Registry
+
 
 class Aggregation(NamedTuple):
   normalizer: Callable[..., jnp.ndarray]  # (mask_BxT, num_seqs, max_len) -> scalar denominator
   reduce: Callable[..., jnp.ndarray]      # (loss_BxT, mask_BxT, normalizer) -> scalar loss
 
 
-AGGREGATIONS: dict[str, Aggregation] = {}
+AGGREGATIONS: Registry[Aggregation] = Registry("loss aggregation")
 
 
 def register_aggregation(name: str, normalizer: Callable[..., jnp.ndarray]):
   """Decorator on a `reduce` fn; registers Aggregation(normalizer, reduce) under `name`."""
   def wrap(reduce_fn):
-    if name in AGGREGATIONS:
-      raise ValueError(f"aggregation {name!r} is already registered")
-    AGGREGATIONS[name] = Aggregation(normalizer, reduce_fn)
+    AGGREGATIONS.add(name, Aggregation(normalizer, reduce_fn))
     return reduce_fn
   return wrap
 
 
 def get_aggregation(name: str) -> Aggregation:
-  try:
-    return AGGREGATIONS[name]
-  except KeyError:
-    raise ValueError(f"unknown loss aggregation {name!r}; known: {sorted(AGGREGATIONS)}") from None
+  return AGGREGATIONS.lookup(name)
 
 
 def _masked_sum(loss_BxT, mask_BxT):

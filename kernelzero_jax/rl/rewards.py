@@ -22,6 +22,8 @@ import math
 from collections import defaultdict
 from typing import Any, Callable, Optional, Sequence
 
+from kernelzero_jax.registry import Registry
+
 Result = dict[str, Any]
 
 
@@ -36,16 +38,11 @@ class RewardConfig:
 # ---- speed terms: speedup (> 0) -> S >= 0. Both give 0 for speedup <= 1 (no reward for being
 # slower than the reference) and saturate at speedup 1 + speed_clip, so reward hacking on timing
 # outliers is bounded and the two forms are comparable ablations.
-SPEED_TERMS: dict[str, Callable[[float, RewardConfig], float]] = {}
+SPEED_TERMS: Registry[Callable[[float, RewardConfig], float]] = Registry("speed term")
 
 
 def register_speed_term(name: str):
-  def wrap(fn):
-    if name in SPEED_TERMS:
-      raise ValueError(f"speed term {name!r} is already registered")
-    SPEED_TERMS[name] = fn
-    return fn
-  return wrap
+  return SPEED_TERMS.register(name)
 
 
 @register_speed_term("clipped_linear")
@@ -60,19 +57,12 @@ def log_speed(speedup: float, config: RewardConfig) -> float:
   return min(max(math.log(speedup), 0.0), math.log1p(config.speed_clip))
 
 
-def _lookup(registry: dict, kind: str, name: str):
-  try:
-    return registry[name]
-  except KeyError:
-    raise ValueError(f"unknown {kind} {name!r}; known: {sorted(registry)}") from None
-
-
 def speed_term(result: Result, config: RewardConfig) -> float:
   """S for one result; 0 when speedup is missing (None) or not a positive finite number."""
   speedup = result.get("speedup")
   if speedup is None or not math.isfinite(speedup) or speedup <= 0:
     return 0.0
-  return float(_lookup(SPEED_TERMS, "speed term", config.speed_term)(speedup, config))
+  return float(SPEED_TERMS.lookup(config.speed_term)(speedup, config))
 
 
 def group_info(results: Sequence[Result], rewards: Sequence[float], config: RewardConfig,
@@ -100,21 +90,16 @@ def group_info(results: Sequence[Result], rewards: Sequence[float], config: Rewa
 
 # ---- schedules: (results of ONE group, config) -> (rewards, info).
 RewardSchedule = Callable[[Sequence[Result], RewardConfig], tuple[list[float], dict[str, Any]]]
-REWARD_SCHEDULES: dict[str, RewardSchedule] = {}
+REWARD_SCHEDULES: Registry[RewardSchedule] = Registry("reward schedule")
 
 
 def register_reward_schedule(name: str) -> Callable[[RewardSchedule], RewardSchedule]:
   """Decorator registering `fn(results, config) -> (rewards, info)` under `name` (see module doc)."""
-  def wrap(fn: RewardSchedule) -> RewardSchedule:
-    if name in REWARD_SCHEDULES:
-      raise ValueError(f"reward schedule {name!r} is already registered")
-    REWARD_SCHEDULES[name] = fn
-    return fn
-  return wrap
+  return REWARD_SCHEDULES.register(name)
 
 
 def get_reward_schedule(name: str) -> RewardSchedule:
-  return _lookup(REWARD_SCHEDULES, "reward schedule", name)
+  return REWARD_SCHEDULES.lookup(name)
 
 
 def compute_group_rewards(name: str, results: Sequence[Result],
