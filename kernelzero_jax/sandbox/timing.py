@@ -64,7 +64,6 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
     times = []
     audits = set(audit_positions)
-    inputs = None
     for i in range(n):
       seed = seeds[warmup + i]
       inputs = None  # free the previous set before making the next (full-size inputs are GBs)

@@ -27,7 +27,6 @@ from kernelzero_jax.sandbox import verdict as V
 
 MARKER_KERNEL = "FillFunctor"
 _PR_SET_PDEATHSIG = 1
-_ALLOWED_LIBRARY_KERNELS = ("FillFunctor", "direct_copy_kernel", "copy_kernel", "fill_kernel")
 
 
 def _error_tail(exc: BaseException, limit: int = 12) -> str:
@@ -177,16 +176,13 @@ class _Worker:
         if "profiler" not in str(e).lower() and "cupti" not in str(e).lower():
           raise
         out, violations, launches = self._observed_forward(inputs)
-        kernels = None
     else:
       out, violations, launches = self._observed_forward(inputs)
     violations += self._launch_violations(launches)
     evidence = {"ops": sorted(set(self.ops.ops)), "triton_launches": launches}
     if kernels is not None:
-      own = self.own_kernels
-      kv, own_ran = self.evidence.kernel_violations(
-          [k for k in kernels if not any(a in k["name"] for a in _ALLOWED_LIBRARY_KERNELS)
-           or MARKER_KERNEL in k["name"]], own, MARKER_KERNEL, self.backend)
+      kv, own_ran = self.evidence.kernel_violations(kernels, self.own_kernels, MARKER_KERNEL,
+                                                    self.backend)
       violations += kv
       evidence["gpu_kernels"] = sorted({k["name"][:120] for k in kernels})[:50]
       evidence["own_kernels_ran"] = sorted(set(n[:120] for n in own_ran))
@@ -217,8 +213,7 @@ class _Worker:
   def _launch_violations(self, launches: dict[str, int]) -> list[str]:
     if self.backend != "triton":
       return []
-    own = set(self.spec.get("own_kernel_names") or [])
-    if not any(name in own for name in launches):
+    if not any(name in self.own_kernels for name in launches):
       return ["forward launched none of the candidate's @triton.jit kernels"]
     return []
 
