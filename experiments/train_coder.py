@@ -1,0 +1,31 @@
+r"""The Coder's CA-GRPO stage alone, on reference modules judged by the sandbox.
+
+    python -m experiments.train_coder --config=experiments/configs/coder_tiny_triton.py \
+        --workdir=/tmp/coder_tiny [--config.learner.num_steps=4 --config.backend=triton ...]
+
+The config file returns a ConfigDict mirroring `kernelzero_jax.coder.train.CoderRunConfig`;
+every field can be overridden with --config.x=y, and an unknown field is an error. Rerunning the
+same command resumes from the workdir's latest checkpoint.
+"""
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+from kernelzero_jax import configs
+from kernelzero_jax.coder import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  train.train(configs.from_mapping(train.CoderRunConfig, _CONFIG.value), _WORKDIR.value)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,347 @@
+"""The GRPO-family learner: sample G completions per prompt, score them, reward, update.
+
+One learner serves every policy; what it learns comes from an `Environment`:
+
+  env.make_prompts(step, num_prompts, rng) -> [Prompt]         # what to ask this step
+  env.score(step, prompts, completions)    -> [result dict]    # one per completion, in order
+  env.decode(token_ids)                    -> str              # a completion's text
+
+A result is what reward schedules read ({"correct", "status", "speedup", ...}; see
+`kernelzero_jax.rl.rewards`), so the Coder's environment (the sandbox) and a toy environment in
+the tests share the reward, advantage, loss and checkpoint machinery exactly.
+
+One step:
+  1. prompts from the environment (their choice and the sampling seed derive from (seed, step),
+     so a resumed run asks and samples exactly what an uninterrupted one would);
+  2. G samples per prompt from the JAX sampler, with the current parameters cast to the
+     sampling dtype;
+  3. results from the environment, rewards from the schedule named in the config, per group;
+  4. group advantages, optional dynamic filtering of groups whose rewards all tie;
+  5. `updates_per_batch` optimizer steps of the jitted, donated train step over the rollout;
+  6. metrics (JSONL + TensorBoard), the step's samples (workdir/samples/), an Orbax checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Any, Optional, Protocol, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from kernelzero_jax.metrics import MetricsWriter
+from kernelzero_jax.rl import advantages as adv_lib
+from kernelzero_jax.rl import rewards as rewards_lib
+from kernelzero_jax.rl import train_step as ts
+from kernelzero_jax.rl.checkpointing import Checkpointer
+from kernelzero_jax.sampling.sampler import FINISH_LENGTH, Sampler, next_power_of_two
+
+_DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
+
+
+@dataclasses.dataclass(frozen=True)
+class Prompt:
+  task_id: str            # names the task in logs and samples (e.g. a module's name)
+  token_ids: tuple[int, ...]
+  payload: Any = None     # whatever the environment needs to score (e.g. the reference source)
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+  prompt_index: int       # index into this step's prompts
+  text: str
+  token_ids: tuple[int, ...]
+  finish_reason: str      # "stop" or "length"
+
+
+class Environment(Protocol):
+
+  def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator
+                   ) -> list[Prompt]: ...
+
+  def score(self, step: int, prompts: Sequence[Prompt], completions: Sequence[Completion]
+            ) -> list[dict]: ...
+
+  def decode(self, token_ids: Sequence[int]) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+  prompts_per_step: int = 8
+  group_size: int = 16
+  max_new_tokens: int = 1024
+  temperature: float = 1.0
+  top_p: float = 1.0
+  top_k: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+  seed: int = 0
+  num_steps: int = 20
+  rollout: RolloutConfig = RolloutConfig()
+  optimizer: ts.OptimizerConfig = ts.OptimizerConfig()
+  loss: ts.LossConfig = ts.LossConfig()
+  reward: rewards_lib.RewardConfig = rewards_lib.RewardConfig()
+  reward_schedule: str = "ca_grpo"
+  advantage_estimator: str = "grpo"
+  advantage_eps: float = 1e-6
+  tie_atol: float = 1e-6            # groups whose rewards spread <= this carry no signal
+  dynamic_filtering: bool = False   # drop tied groups from the loss (and skip an all-tied step)
+  mask_truncated: bool = False      # exclude completions that hit max_new_tokens from the loss
+  updates_per_batch: int = 1        # optimizer steps per rollout batch (mini-batches, in order)
+  num_micro_batches: int = 1        # gradient accumulation inside each optimizer step
+  # Logprobs that the ratio divides by: "recompute" runs the current (pre-update) parameters
+  # over the rollout in the train step's own numerics, so the first update is exactly on-policy;
+  # "sampler" takes the sampler's, which equal the policy's only at temperature 1 with no top-k
+  # or top-p, and differ from the train step's by bf16 rounding.
+  old_logprobs: str = "recompute"
+  compute_dtype: str = "bfloat16"
+  sample_dtype: str = "bfloat16"
+  min_sequence_bucket: int = 64     # train sequence length is bucketed to powers of two
+  checkpoint_every: int = 1
+  max_checkpoints: int = 3
+  save_samples: bool = True
+
+  def __post_init__(self):
+    r = self.rollout
+    rows = r.prompts_per_step * r.group_size
+    if r.prompts_per_step < 1 or r.group_size < 1:
+      raise ValueError("prompts_per_step and group_size must be >= 1")
+    if rows % (self.updates_per_batch * self.num_micro_batches):
+      raise ValueError(f"prompts_per_step * group_size = {rows} must be a multiple of "
+                       f"updates_per_batch * num_micro_batches = "
+                       f"{self.updates_per_batch * self.num_micro_batches}")
+    if self.old_logprobs not in ("recompute", "sampler"):
+      raise ValueError(f"old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}")
+    for name in ("compute_dtype", "sample_dtype"):
+      if getattr(self, name) not in _DTYPES:
+        raise ValueError(f"{name} must be one of {sorted(_DTYPES)}")
+    # Fail at construction, not at step 1, on a misspelt registry key.
+    rewards_lib.get_reward_schedule(self.reward_schedule)
+    adv_lib.get_advantage_estimator(self.advantage_estimator)
+
+
+def build_train_batch(prompts: Sequence[Prompt], completions: Sequence[Completion],
+                      sampler_logprobs: Sequence[Sequence[float]], adv_B: np.ndarray,
+                      keep_B: np.ndarray, pad_id: int, min_bucket: int) -> dict[str, np.ndarray]:
+  """Rows of prompt + completion, right-padded to a power-of-two length (bounded compiles).
+
+  completion_mask_BxT is 1 on each kept row's completion tokens; old_logp_BxT holds the sampler's
+  logprobs at those positions (aligned like `train_step.sequence_logprobs`: index t scores
+  token t).
+  """
+  lengths = [len(prompts[c.prompt_index].token_ids) + len(c.token_ids) for c in completions]
+  t = next_power_of_two(max(lengths), min_bucket)
+  b = len(completions)
+  tokens_BxT = np.full((b, t), pad_id, np.int32)
+  valid_BxT = np.zeros((b, t), bool)
+  completion_BxT = np.zeros((b, t), np.float32)
+  old_logp_BxT = np.zeros((b, t), np.float32)
+  truncated_B = np.zeros((b,), bool)
+  for i, c in enumerate(completions):
+    p = len(prompts[c.prompt_index].token_ids)
+    n = len(c.token_ids)
+    tokens_BxT[i, :p] = prompts[c.prompt_index].token_ids
+    tokens_BxT[i, p:p + n] = c.token_ids
+    valid_BxT[i, :p + n] = True
+    completion_BxT[i, p:p + n] = float(keep_B[i])
+    old_logp_BxT[i, p:p + n] = sampler_logprobs[i]
+    truncated_B[i] = c.finish_reason == FINISH_LENGTH
+  return dict(tokens_BxT=tokens_BxT, valid_BxT=valid_BxT, completion_mask_BxT=completion_BxT,
+              old_logp_BxT=old_logp_BxT, adv_B=np.asarray(adv_B, np.float32),
+              truncated_B=truncated_B)
+
+
+def _flatten(prefix: str, d: dict) -> dict[str, Any]:
+  return {f"{prefix}/{k}": v for k, v in d.items()}
+
+
+class Learner:
+  """Trains `model` on `env` with the GRPO-family objective chosen by `config`.
+
+  `run(workdir)` resumes from the latest checkpoint in `workdir` and returns the last step's
+  metrics. The model's parameters become float32 master weights inside the learner.
+  """
+
+  def __init__(self, config: LearnerConfig, model: nnx.Module, env: Environment, *,
+               eos_ids: Sequence[int], pad_id: int, progress: bool = True):
+    self.config = config
+    self.env = env
+    self.pad_id = int(pad_id)
+    self.progress = progress
+    opt_cfg = config.optimizer
+    self.optimizer = ts.make_optimizer(opt_cfg)
+    self._sample_dtype = _DTYPES[config.sample_dtype]
+    self.sampler = Sampler(model, eos_ids=eos_ids, pad_id=pad_id, cache_dtype=self._sample_dtype)
+    self.graphdef, self.state = ts.init_train_state(model, self.optimizer, seed=config.seed)
+    self.sampler.state = None  # the learner's params are the truth; no stale second copy
+    compute_dtype = _DTYPES[config.compute_dtype]
+    micro = config.num_micro_batches
+    self._train_step = jax.jit(
+        ts.make_train_step(self.graphdef, self.optimizer, config.loss, num_micro_batches=micro,
+                           compute_dtype=compute_dtype, schedule=ts.make_schedule(opt_cfg)),
+        donate_argnums=0)
+    graphdef = self.graphdef
+
+    def logprobs(params, tokens_BxT, valid_BxT):
+      params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
+      return ts.sequence_logprobs(nnx.merge(graphdef, params_c), tokens_BxT, valid_BxT)[0]
+
+    self._logprobs = jax.jit(logprobs)
+    # The frozen reference policy of the KL term exists only when the term does.
+    # A copy (not a view): the train step donates the params' buffers.
+    self._ref_params = (jax.tree.map(lambda p: jnp.array(p, dtype=compute_dtype, copy=True),
+                                     self.state.params)
+                        if config.loss.beta_kl > 0 else None)
+
+  # --- one step ----------------------------------------------------------------------------
+
+  def _sampling_state(self):
+    return jax.tree.map(lambda p: p.astype(self._sample_dtype), self.state.params)
+
+  def _batched_logprobs(self, params, batch: dict) -> jax.Array:
+    """Logprobs over the rollout in slices of the train step's micro-batch size (bounded
+    memory, one compiled shape)."""
+    b = batch["tokens_BxT"].shape[0]
+    size = b // (self.config.updates_per_batch * self.config.num_micro_batches)
+    parts = [self._logprobs(params, batch["tokens_BxT"][i:i + size],
+                            batch["valid_BxT"][i:i + size]) for i in range(0, b, size)]
+    return jnp.concatenate(parts, axis=0)
+
+  def rollout(self, step: int) -> tuple[list[Prompt], list[Completion], list[list[float]]]:
+    cfg = self.config
+    r = cfg.rollout
+    rng = np.random.default_rng([cfg.seed, step])
+    prompts = self.env.make_prompts(step, r.prompts_per_step, rng)
+    if len(prompts) != r.prompts_per_step:
+      raise RuntimeError(f"the environment made {len(prompts)} prompts, expected "
+                         f"{r.prompts_per_step}")
+    out = self.sampler.sample([list(p.token_ids) for p in prompts], r.max_new_tokens,
+                              seed=int(rng.integers(2**31)), temperature=r.temperature,
+                              top_p=r.top_p, top_k=r.top_k, num_samples=r.group_size,
+                              state=self._sampling_state())
+    completions = [Completion(prompt_index=i, text=self.env.decode(toks), token_ids=tuple(toks),
+                              finish_reason=reason)
+                   for i, toks, reason in zip(out.prompt_index, out.tokens, out.finish_reasons)]
+    return prompts, completions, out.logprobs
+
+  def step(self, step: int, workdir: Optional[str] = None) -> dict[str, Any]:
+    cfg = self.config
+    g = cfg.rollout.group_size
+    t0 = time.perf_counter()
+    prompts, completions, sampler_logprobs = self.rollout(step)
+    t1 = time.perf_counter()
+    results = self.env.score(step, prompts, completions)
+    if len(results) != len(completions):
+      raise RuntimeError(f"the environment scored {len(results)} of {len(completions)} "
+                         "completions")
+    t2 = time.perf_counter()
+
+    rewards_PxG = np.zeros((len(prompts), g), np.float32)
+    infos = []
+    for i in range(len(prompts)):
+      group = results[i * g:(i + 1) * g]
+      group_rewards, info = rewards_lib.compute_group_rewards(cfg.reward_schedule, group,
+                                                              cfg.reward)
+      rewards_PxG[i] = group_rewards
+      infos.append(info)
+    adv_PxG = np.asarray(adv_lib.compute_advantages(rewards_PxG, cfg.advantage_estimator,
+                                                    cfg.advantage_eps))
+    tied_P = np.asarray(adv_lib.tied_groups(rewards_PxG, cfg.tie_atol))
+    keep_P = ~tied_P if cfg.dynamic_filtering else np.ones_like(tied_P)
+    keep_B = np.repeat(keep_P, g)
+    batch = build_train_batch(prompts, completions, sampler_logprobs, adv_PxG.reshape(-1),
+                              keep_B, self.pad_id, cfg.min_sequence_bucket)
+    if not cfg.mask_truncated:
+      batch.pop("truncated_B")
+    if cfg.old_logprobs == "recompute":
+      batch["old_logp_BxT"] = self._batched_logprobs(self.state.params, batch)
+    if self._ref_params is not None:
+      batch["ref_logp_BxT"] = self._batched_logprobs(self._ref_params, batch)
+
+    train_metrics: list[dict] = []
+    if keep_P.any():
+      n = len(completions) // cfg.updates_per_batch
+      for u in range(cfg.updates_per_batch):
+        mini = {k: v[u * n:(u + 1) * n] for k, v in batch.items()}
+        self.state, m = self._train_step(self.state, mini)
+        train_metrics.append(m)
+      train_metrics = jax.device_get(train_metrics)
+    t3 = time.perf_counter()
+
+    metrics: dict[str, Any] = {}
+    if train_metrics:  # means over this step's optimizer updates; token counts are sums
+      for k in train_metrics[0]:
+        values = [float(m[k]) for m in train_metrics]
+        metrics[k] = sum(values) if k.startswith("num_") else sum(values) / len(values)
+      metrics["tokens_per_s"] = ts.tokens_per_second(metrics["num_tokens"], t3 - t2)
+    summary = rewards_lib.summarize(infos)
+    lengths = [len(c.token_ids) for c in completions]
+    metrics.update(
+        accuracy=summary["accuracy"], gate_open_rate=summary["gate_open_rate"],
+        mean_speed_term=summary["mean_speed_term"], reward_mean=float(rewards_PxG.mean()),
+        reward_std=float(rewards_PxG.std()), tie_fraction=float(tied_P.mean()),
+        kept_group_fraction=float(keep_P.mean()), skipped_update=float(not keep_P.any()),
+        completion_length_mean=float(np.mean(lengths)),
+        truncated_fraction=float(np.mean([c.finish_reason == FINISH_LENGTH
+                                          for c in completions])),
+        time_sample_s=t1 - t0, time_score_s=t2 - t1, time_train_s=t3 - t2,
+        sample_tokens_per_s=float(sum(lengths)) / max(t1 - t0, 1e-9))
+    metrics.update(_flatten("count_by_status", summary["count_by_status"]))
+    metrics.update(_flatten("reward_mean_by_status", summary["reward_mean_by_status"]))
+    if workdir is not None and cfg.save_samples:
+      self._save_samples(workdir, step, prompts, completions, results, rewards_PxG.reshape(-1),
+                         adv_PxG.reshape(-1))
+    return metrics
+
+  def _save_samples(self, workdir, step, prompts, completions, results, rewards_B, adv_B):
+    """workdir/samples/step_NNNNNN.jsonl, written atomically (a rerun of the step replaces it)."""
+    directory = os.path.join(workdir, "samples")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"step_{step:06d}.jsonl")
+    with open(path + ".tmp", "w") as f:
+      for c, res, rew, a in zip(completions, results, rewards_B, adv_B):
+        f.write(json.dumps({"step": step, "task_id": prompts[c.prompt_index].task_id,
+                            "completion": c.text, "finish_reason": c.finish_reason,
+                            "reward": float(rew), "advantage": float(a),
+                            "result": res}, default=str) + "\n")
+    os.replace(path + ".tmp", path)
+
+  # --- the loop ----------------------------------------------------------------------------
+
+  def run(self, workdir: str) -> dict[str, Any]:
+    cfg = self.config
+    os.makedirs(workdir, exist_ok=True)
+    metrics: dict[str, Any] = {}
+    with Checkpointer(workdir, max_to_keep=cfg.max_checkpoints) as ckpt:
+      start = 0
+      restored = ckpt.restore_latest(self.state)
+      if restored is not None:
+        self.state, learner_state = restored
+        start = int(learner_state["step"])
+        logging.info("resumed from step %d in %s", start, workdir)
+      with MetricsWriter(workdir, resume_step=start) as writer:
+        bar = None
+        if self.progress:
+          from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+          bar = tqdm(total=cfg.num_steps, initial=start, desc="learner", unit="step")
+        for step in range(start + 1, cfg.num_steps + 1):
+          metrics = self.step(step, workdir)
+          writer.write(step, metrics)
+          if step % cfg.checkpoint_every == 0 or step == cfg.num_steps:
+            ckpt.save(step, self.state, {"step": step})
+            ckpt.wait()  # the next step donates the state: never let it race the write
+          if bar is not None:
+            bar.update(1)
+            bar.set_postfix(acc=f"{metrics['accuracy']:.2f}",
+                            reward=f"{metrics['reward_mean']:.3f}")
+        if bar is not None:
+          bar.close()
+    return metrics
