@@ -8,6 +8,10 @@ key/value head, H head width, F MLP width, V vocabulary), so the loader transpos
 Attention takes an explicit mask and explicit positions, which is what batches of prompts of
 different lengths need: the sampler left-pads prompts, so every row writes the KV cache at the
 same index while its positions start at 0 at its first real token.
+
+`ForwardOptions` choose how an uncached (training) forward pass computes, not what: a fused
+attention (`jax.nn.dot_product_attention`, cuDNN's flash attention on a GPU) and per-layer
+rematerialisation. The defaults are the plain path above.
 """
 
 from __future__ import annotations
@@ -22,6 +26,47 @@ from flax import nnx
 from kernelzero_jax.model.config import ModelConfig
 
 _NEG_INF = -1e30  # finite, so fully-masked (padding) rows give uniform weights instead of NaN
+
+ATTENTION_IMPLEMENTATIONS = ("einsum", "xla", "cudnn")
+# What the backward pass keeps of each decoder layer's forward (None: everything).
+REMAT_POLICIES = {
+    "none": None,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "full": jax.checkpoint_policies.nothing_saveable,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardOptions:
+  """How an uncached forward pass computes. Runtime choices, kept out of ModelConfig (the
+  architecture) like ShardingConfig; every choice gives the same logits up to rounding.
+
+  attention:
+    "einsum": the default; explicit [B, K, G, T, S] logits under `mask_BTS` (any mask, KV cache).
+    "xla" | "cudnn": `jax.nn.dot_product_attention` with that implementation, plain causal (no
+      mask, no cache), so rows must be RIGHT-padded: a real token then sees only the real tokens
+      before it. Padding positions attend to everything before them, real or not: their values
+      are meaningless but finite, and cuDNN's handling of padded rows is never relied upon.
+      "cudnn" is cuDNN's flash attention (GPU; bf16/fp16 only): no [T, S] logits in memory, and
+      the masked triangle is skipped. "xla" is its reference (any device).
+  remat: what the backward pass keeps of each decoder layer (`nnx.remat` per layer):
+    "none": everything (the default);
+    "dots": the outputs of the weight matmuls; norms, RoPE, SwiGLU and attention are recomputed;
+    "full": the layer's input only; the layer's forward runs again in the backward pass.
+  """
+  attention: str = "einsum"
+  remat: str = "none"
+
+  def __post_init__(self):
+    if self.attention not in ATTENTION_IMPLEMENTATIONS:
+      raise ValueError(f"attention {self.attention!r}; known: "
+                       f"{', '.join(ATTENTION_IMPLEMENTATIONS)}")
+    if self.remat not in REMAT_POLICIES:
+      raise ValueError(f"remat {self.remat!r}; known: {', '.join(REMAT_POLICIES)}")
+
+  @property
+  def fused_attention(self) -> bool:
+    return self.attention != "einsum"
 
 
 @jax.tree_util.register_dataclass
@@ -138,13 +183,19 @@ class Attention(nnx.Module):
     self.wo_NxHxD = nnx.Param(_normal(rngs, (n, h, d), dtype))
 
   def __call__(self, x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, cache_k=None,
-               cache_v=None, cache_index=None):
+               cache_v=None, cache_index=None, *, attention="einsum"):
     cfg = self.config
     q_BTNH = jnp.einsum("BTD,DNH->BTNH", x_BTD, self.wq_DxNxH[...]) + self.bq_NxH[...]
     k_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wk_DxKxH[...]) + self.bk_KxH[...]
     v_BTKH = jnp.einsum("BTD,DKH->BTKH", x_BTD, self.wv_DxKxH[...]) + self.bv_KxH[...]
     q_BTNH = apply_rope(q_BTNH, positions_BT, inv_freq, rope_scale)
     k_BTKH = apply_rope(k_BTKH, positions_BT, inv_freq, rope_scale)
+    if attention != "einsum":  # causal, right-padded rows, no cache (see ForwardOptions)
+      out_BTNH = jax.nn.dot_product_attention(
+          q_BTNH, k_BTKH.astype(q_BTNH.dtype), v_BTKH.astype(q_BTNH.dtype), is_causal=True,
+          implementation=attention)
+      out_BTD = jnp.einsum("BTNH,NHD->BTD", out_BTNH.astype(x_BTD.dtype), self.wo_NxHxD[...])
+      return out_BTD, None, None
     k_BKTH = k_BTKH.transpose(0, 2, 1, 3)  # only the T new tokens move
     v_BKTH = v_BTKH.transpose(0, 2, 1, 3)
     if cache_k is not None:
@@ -193,9 +244,9 @@ class DecoderLayer(nnx.Module):
     self.mlp = MLP(config, rngs=rngs, dtype=dtype)
 
   def __call__(self, x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, cache_k=None,
-               cache_v=None, cache_index=None):
+               cache_v=None, cache_index=None, *, attention="einsum"):
     attn_BTD, k, v = self.attn(self.input_norm(x_BTD), positions_BT, mask_BTS, inv_freq,
-                               rope_scale, cache_k, cache_v, cache_index)
+                               rope_scale, cache_k, cache_v, cache_index, attention=attention)
     x_BTD = x_BTD + attn_BTD
     x_BTD = x_BTD + self.mlp(self.post_attn_norm(x_BTD))
     return x_BTD, k, v
@@ -214,24 +265,46 @@ class Qwen2(nnx.Module):
     if not config.tie_word_embeddings:
       self.lm_head_DxV = nnx.Param(_normal(rngs, (config.hidden_size, config.vocab_size), dtype))
 
-  def __call__(self, tokens_BT: jax.Array, positions_BT: jax.Array, mask_BTS: jax.Array,
-               cache: KVCache | None = None, cache_index: jax.Array | int | None = None
-               ) -> tuple[jax.Array, KVCache | None]:
+  def __call__(self, tokens_BT: jax.Array, positions_BT: jax.Array,
+               mask_BTS: jax.Array | None = None, cache: KVCache | None = None,
+               cache_index: jax.Array | int | None = None, *,
+               options: ForwardOptions | None = None) -> tuple[jax.Array, KVCache | None]:
     """Logits [B, T, V] for `tokens_BT` at `positions_BT`.
 
     Without a cache, `mask_BTS` is [B, T, T] over these tokens. With one, the new keys and values
     are written at `cache_index` and `mask_BTS` is [B, T, cache.length] over the whole cache.
+    With a fused attention (`options.attention` "xla" or "cudnn") there is neither mask nor
+    cache: attention is causal, so each row's real tokens must come first (right padding).
+    Logits at padding positions are then meaningless (but finite).
     """
+    options = options or ForwardOptions()
+    if options.fused_attention and (mask_BTS is not None or cache is not None):
+      raise ValueError(f"attention={options.attention!r} is causal over right-padded rows: "
+                       "pass no mask_BTS and no cache")
+    if not options.fused_attention and mask_BTS is None:
+      raise ValueError("the einsum attention needs mask_BTS")
+    if options.remat != "none" and cache is not None:
+      raise ValueError("remat is for training passes, not with a KV cache")
     inv_freq, rope_scale = rope_inv_freq(self.config)
     x_BTD = jnp.take(self.embed_VxD[...], tokens_BT, axis=0)
     new_k, new_v = [], []
-    for i, layer in enumerate(self.layers):
-      ck = cache.k[i] if cache is not None else None
-      cv = cache.v[i] if cache is not None else None
-      x_BTD, k, v = layer(x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, ck, cv,
-                          cache_index)
-      new_k.append(k)
-      new_v.append(v)
+    if options.remat != "none":
+
+      def run_layer(layer, x_BTD, positions_BT, mask_BTS):
+        return layer(x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale,
+                     attention=options.attention)[0]
+
+      run_layer = nnx.remat(run_layer, policy=REMAT_POLICIES[options.remat])
+      for layer in self.layers:
+        x_BTD = run_layer(layer, x_BTD, positions_BT, mask_BTS)
+    else:
+      for i, layer in enumerate(self.layers):
+        ck = cache.k[i] if cache is not None else None
+        cv = cache.v[i] if cache is not None else None
+        x_BTD, k, v = layer(x_BTD, positions_BT, mask_BTS, inv_freq, rope_scale, ck, cv,
+                            cache_index, attention=options.attention)
+        new_k.append(k)
+        new_v.append(v)
     x_BTD = self.final_norm(x_BTD)
     if self.config.tie_word_embeddings:
       logits_BTV = jnp.einsum("BTD,VD->BTV", x_BTD, self.embed_VxD[...],

@@ -21,6 +21,9 @@ padded):
 
 Gradient accumulation splits B into `num_micro_batches` equal slices scanned in order; each
 slice's loss uses the FULL batch's normaliser, so the summed gradients equal the unsplit ones.
+
+`forward_options` (the model's `ForwardOptions`) pick a fused attention and per-layer remat for
+the forward and backward passes; the default is the model's plain path.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from kernelzero_jax.model.qwen2 import causal_padding_mask, positions_from_valid
+from kernelzero_jax.model.qwen2 import ForwardOptions, causal_padding_mask, positions_from_valid
 from kernelzero_jax.rl import losses
 
 
@@ -105,13 +108,38 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
   return graphdef, state
 
 
-def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array
-                      ) -> tuple[jax.Array, jax.Array]:
+def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array,
+                      options: ForwardOptions | None = None) -> tuple[jax.Array, jax.Array]:
   """(logp_BxT, entropy_BxT) in float32, aligned with the tokens: logp_BxT[:, t] is
   log p(tokens[:, t] | tokens[:, <t]) and entropy_BxT[:, t] the entropy of that distribution.
-  Column 0 (no context) is 0."""
-  positions_BxT = positions_from_valid(valid_BxT)
-  logits_BxTxV, _ = model(tokens_BxT, positions_BxT, causal_padding_mask(valid_BxT))
+  Column 0 (no context) is 0.
+
+  With a fused attention (`options.attention` "xla" / "cudnn", causal over right-padded rows)
+  each row's real tokens are first moved to its front, in order (a stable per-row permutation,
+  so any padding works: left, right or both), and the results are moved back. At every real
+  token but a row's first the values equal the default path's; a row's first real token has no
+  context and gets 0 here, where the default path conditions it on the padding before it.
+  Padding positions hold meaningless, finite values on both paths (the loss masks them out).
+  """
+  if options is None or not options.fused_attention:
+    positions_BxT = positions_from_valid(valid_BxT)
+    kwargs = {} if options is None else {"options": options}  # any model, by default
+    logits_BxTxV, _ = model(tokens_BxT, positions_BxT, causal_padding_mask(valid_BxT), **kwargs)
+    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT)
+  b, t = tokens_BxT.shape
+  valid_BxT = valid_BxT.astype(bool)
+  order_BxT = jnp.argsort(~valid_BxT, axis=1, stable=True)  # real tokens first, in order
+  packed_BxT = jnp.take_along_axis(tokens_BxT, order_BxT, axis=1)
+  positions_BxT = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+  logits_BxTxV, _ = model(packed_BxT, positions_BxT, options=options)
+  logp_BxT, entropy_BxT = _logprobs_and_entropy(logits_BxTxV, packed_BxT)
+  inverse_BxT = jnp.argsort(order_BxT, axis=1)
+  return (jnp.take_along_axis(logp_BxT, inverse_BxT, axis=1),
+          jnp.take_along_axis(entropy_BxT, inverse_BxT, axis=1))
+
+
+def _logprobs_and_entropy(logits_BxTxV: jax.Array, tokens_BxT: jax.Array
+                          ) -> tuple[jax.Array, jax.Array]:
   logprobs_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32), axis=-1)
   logp_BxT = jnp.take_along_axis(logprobs_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
   entropy_BxT = -(jnp.exp(logprobs_BxTxV) * logprobs_BxTxV).sum(axis=-1)
@@ -127,11 +155,14 @@ def tokens_per_second(num_tokens, wall_seconds: float) -> float:
 
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     loss_config: LossConfig = LossConfig(), num_micro_batches: int = 1,
-                    compute_dtype=jnp.bfloat16, schedule: Optional[optax.Schedule] = None
+                    compute_dtype=jnp.bfloat16, schedule: Optional[optax.Schedule] = None,
+                    forward_options: Optional[ForwardOptions] = None
                     ) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
   """A pure `train_step(state, batch) -> (state, metrics)`; jit it once with donate_argnums=0.
 
   `schedule` (the optimizer's, see `make_schedule`) only feeds the learning_rate metric.
+  `forward_options` (fused attention, remat; see `ForwardOptions`) change how the policy's
+  forward and backward passes compute, not the step's result (up to rounding).
   """
   cfg = loss_config
   n_micro = num_micro_batches
@@ -139,7 +170,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   def loss_fn(params, mb, normalizer):
     params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
     logp_BxT, entropy_BxT = sequence_logprobs(nnx.merge(graphdef, params_c), mb["tokens_BxT"],
-                                              mb["valid_BxT"])
+                                              mb["valid_BxT"], forward_options)
     loss, m = losses.policy_loss(
         logp_BxT, mb["old_logp_BxT"], mb["adv_B"], mb["completion_mask_BxT"],
         ref_logp_BxT=mb.get("ref_logp_BxT"), eps_low=cfg.eps_low, eps_high=cfg.eps_high,
