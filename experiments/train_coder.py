@@ -8,6 +8,13 @@ every field can be overridden with --config.x=y, and an unknown field is an erro
 same command resumes from the workdir's latest checkpoint.
 """
 
+import os
+
+# Before jax is imported: the sandbox's judges run kernels on the same GPUs as this process, so
+# JAX must not reserve most of their memory up front.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+# pylint: disable=wrong-import-position
 from absl import app
 from absl import flags
 from ml_collections import config_flags

@@ -37,8 +37,14 @@ def _nested_dataclass(tp: Any):
   return None
 
 
+def _tuples(value: Any) -> Any:
+  """Lists (from JSON or YAML) as tuples, recursively: frozen configs hold tuples."""
+  return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
 def from_mapping(cls: type[T], mapping: Any, path: str = "config") -> T:
-  """`cls(**mapping)`, recursing into fields whose type is a dataclass; lists become tuples."""
+  """`cls(**mapping)`, recursing into fields whose type is a dataclass; lists become tuples
+  (recursively)."""
   values = _as_dict(mapping)
   fields = {f.name: f for f in dataclasses.fields(cls)}
   unknown = sorted(set(values) - set(fields))
@@ -51,7 +57,7 @@ def from_mapping(cls: type[T], mapping: Any, path: str = "config") -> T:
     if sub is not None and value is not None and not dataclasses.is_dataclass(value):
       value = from_mapping(sub, value, f"{path}.{name}")
     elif isinstance(value, list):
-      value = tuple(value)
+      value = _tuples(value)
     kwargs[name] = value
   try:
     return cls(**kwargs)
@@ -61,7 +67,7 @@ def from_mapping(cls: type[T], mapping: Any, path: str = "config") -> T:
 
 def _placeholder_type(tp: Any):
   """The non-None type of an Optional[...] hint (e.g. str for Optional[str]), else None."""
-  args = [a for a in typing.get_args(tp) if a is not type(None)]
+  args = [typing.get_origin(a) or a for a in typing.get_args(tp) if a is not type(None)]
   return args[0] if len(args) == 1 and isinstance(args[0], type) else None
 
 

@@ -11,7 +11,7 @@ from flax import nnx
 
 from kernelzero_jax.metrics import read_metrics
 from kernelzero_jax.model.config import PRESETS
-from kernelzero_jax.model.qwen2 import Qwen2
+from kernelzero_jax.model.qwen2 import ForwardOptions, Qwen2
 from kernelzero_jax.rl import learner as L
 from kernelzero_jax.rl import train_step as ts
 from kernelzero_jax.rl.rewards import RewardConfig
@@ -125,8 +125,9 @@ def test_resumed_run_matches_uninterrupted(tmp_path):
         assert ra[k] == pytest.approx(rb[k], rel=1e-6, abs=1e-7), (ra["step"], k)
 
 
-def test_first_update_is_on_policy_with_recomputed_logprobs():
-  learner = make_learner(toy_config(1e-3, 1))
+@pytest.mark.parametrize("attention", ["einsum", "xla"])
+def test_first_update_is_on_policy_with_recomputed_logprobs(attention):
+  learner = make_learner(toy_config(1e-3, 1, forward=ForwardOptions(attention=attention)))
   metrics = learner.step(1)
   assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
   assert metrics["clip_fraction"] == 0.0

@@ -9,6 +9,12 @@ with warm-up, token-mean aggregation, gate alpha = 0.5, beta = 0.1, speed term
 clip(speedup - 1, 0, 2); 20 steps (the paper's phase length). Candidates are judged on the GPU
 with the `kernelzero` tolerance preset over 5 input sets, and timed.
 
+Memory. fp32 master weights and AdamW state of a 7.6B policy take 122 GB, so the policy is laid
+out on a mesh of all visible GPUs (use_mesh; FSDP over the devices): on 4 H200s that is about
+31 GB per GPU, plus cuDNN-attention activations with per-layer remat, leaving room for the
+sandbox's judges (sandbox.gpu_memory_fraction of each GPU). This config has not been run yet;
+the train step's speed at 1.5B is in BENCHMARKS.md.
+
 Training modules come from --config.modules (files or directories of KernelBench-format
 modules, e.g. the Proposer's accepted pool). KernelBench itself is the test set: do not train on
 it. Expected: accuracy and reward in metrics.jsonl rising over the 20 steps from the policy's
@@ -33,4 +39,6 @@ def get_config():
                          schedule="constant"),
           num_micro_batches=16,
           compute_dtype="bfloat16", sample_dtype="bfloat16",
-      ))
+          forward=dict(attention="cudnn", remat="dots"),
+      ),
+      use_mesh=True)

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from kernelzero_jax import configs
 from kernelzero_jax.coder.environment import DEFAULT_MODULES, CoderEnvironment, load_modules
+from kernelzero_jax.model.sharding import ShardingConfig
 from kernelzero_jax.rl.learner import Learner, LearnerConfig
 from kernelzero_jax.sandbox.config import SandboxConfig
 
@@ -43,6 +44,10 @@ class CoderRunConfig:
   one_shot: bool = True
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0  # concurrent sandbox judges; 0: one per CPU core
+  # Lay the policy out on a mesh of all visible devices (FSDP x TP, by `sharding`'s rules);
+  # needed when fp32 master weights and Adam state do not fit one device (a 7B policy).
+  use_mesh: bool = False
+  sharding: ShardingConfig = ShardingConfig()
 
 
 # Fields that may change when a run resumes: more steps trains longer, nothing else changes.
@@ -91,7 +96,9 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
                          max_parallel=config.max_parallel or None, one_shot=config.one_shot)
   eos = eos_token_ids(tokenizer, model.config)
   pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
-  return Learner(config.learner, model, env, eos_ids=eos, pad_id=pad_id, progress=progress)
+  mesh = config.sharding.make_mesh() if config.use_mesh else None
+  return Learner(config.learner, model, env, eos_ids=eos, pad_id=pad_id, progress=progress,
+                 mesh=mesh, sharding=config.sharding)
 
 
 def train(config: CoderRunConfig, workdir: str, progress: bool = True) -> dict[str, Any]:

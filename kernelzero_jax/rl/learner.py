@@ -34,8 +34,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
 from kernelzero_jax.metrics import MetricsWriter
+from kernelzero_jax.model.qwen2 import ForwardOptions
+from kernelzero_jax.model.sharding import ShardingConfig, shard_model
 from kernelzero_jax.rl import advantages as adv_lib
 from kernelzero_jax.rl import rewards as rewards_lib
 from kernelzero_jax.rl import train_step as ts
@@ -104,6 +107,9 @@ class LearnerConfig:
   old_logprobs: str = "recompute"
   compute_dtype: str = "bfloat16"
   sample_dtype: str = "bfloat16"
+  # How the train step's forward and backward compute (fused cuDNN attention, remat); the
+  # rollout's sampler always uses the model's default path with its KV cache.
+  forward: ForwardOptions = ForwardOptions()
   min_sequence_bucket: int = 64     # train sequence length is bucketed to powers of two
   checkpoint_every: int = 1
   max_checkpoints: int = 3
@@ -171,11 +177,16 @@ class Learner:
   """
 
   def __init__(self, config: LearnerConfig, model: nnx.Module, env: Environment, *,
-               eos_ids: Sequence[int], pad_id: int, progress: bool = True):
+               eos_ids: Sequence[int], pad_id: int, progress: bool = True,
+               mesh: Optional[Mesh] = None, sharding: Optional[ShardingConfig] = None):
+    """With a `mesh`, the model's parameters (and so the optimizer state) are laid out on it by
+    the `sharding` rules (FSDP x TP); rollouts and updates then run as sharded programs."""
     self.config = config
     self.env = env
     self.pad_id = int(pad_id)
     self.progress = progress
+    if mesh is not None:
+      shard_model(model, mesh, sharding)
     opt_cfg = config.optimizer
     self.optimizer = ts.make_optimizer(opt_cfg)
     self._sample_dtype = _DTYPES[config.sample_dtype]
@@ -186,13 +197,15 @@ class Learner:
     micro = config.num_micro_batches
     self._train_step = jax.jit(
         ts.make_train_step(self.graphdef, self.optimizer, config.loss, num_micro_batches=micro,
-                           compute_dtype=compute_dtype, schedule=ts.make_schedule(opt_cfg)),
+                           compute_dtype=compute_dtype, schedule=ts.make_schedule(opt_cfg),
+                           forward_options=config.forward),
         donate_argnums=0)
     graphdef = self.graphdef
 
     def logprobs(params, tokens_BxT, valid_BxT):
       params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
-      return ts.sequence_logprobs(nnx.merge(graphdef, params_c), tokens_BxT, valid_BxT)[0]
+      return ts.sequence_logprobs(nnx.merge(graphdef, params_c), tokens_BxT, valid_BxT,
+                                  config.forward)[0]
 
     self._logprobs = jax.jit(logprobs)
     # The frozen reference policy of the KL term exists only when the term does.
