@@ -161,3 +161,46 @@ def test_learns_target_token():
   q0, q1, params0, params1 = train(0.0, 3)
   assert q1 == pytest.approx(q0, rel=1e-6)
   assert _max_abs_diff(params0, params1) == 0.0
+
+
+def test_weight_decay_spares_biases_and_norms():
+  """With zero advantages the gradient is 0, so AdamW's step is the decay alone: matrices and
+  the embedding shrink by lr * wd, biases and norm scales do not move."""
+  lr, wd = 0.1, 0.5
+  optimizer = ts.make_optimizer(ts.OptimizerConfig(learning_rate=lr, schedule="constant",
+                                                   weight_decay=wd))
+  graphdef, state = ts.init_train_state(Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), optimizer)
+  before = jax.tree.map(np.asarray, state.params)
+  batch = dict(_batch(), adv_B=jnp.zeros((8,)))
+  state, _ = jax.jit(ts.make_train_step(graphdef, optimizer, compute_dtype=jnp.float32))(
+      state, batch)
+  after = jax.tree.map(np.asarray, state.params)
+  flat = jax.tree_util.tree_flatten_with_path(before)[0]
+  decayed, kept = [], []
+  for (path, b), a in zip(flat, jax.tree.leaves(after)):
+    name = jax.tree_util.keystr(path)
+    if "norm" in name or "'b" in name:
+      np.testing.assert_array_equal(a, b, err_msg=name)
+      kept.append(name)
+    else:
+      np.testing.assert_allclose(a, b * (1 - lr * wd), rtol=1e-6, err_msg=name)
+      decayed.append(name)
+  assert any("bq_NxH" in n for n in kept) and any("final_norm" in n for n in kept)
+  assert any("wq_DxNxH" in n for n in decayed) and any("embed_VxD" in n for n in decayed)
+
+
+def test_bf16_compute_keeps_fp32_master_weights_and_close_gradients():
+  optimizer = OPTIMIZER
+  graphdef, state = ts.init_train_state(Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), optimizer)
+  batch = _batch()
+  out = {}
+  for dtype in (jnp.float32, jnp.bfloat16):
+    new_state, metrics = jax.jit(ts.make_train_step(graphdef, optimizer, compute_dtype=dtype))(
+        state, batch)
+    out[dtype] = (new_state, metrics)
+  params_bf16 = out[jnp.bfloat16][0].params
+  assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params_bf16))
+  g32, g16 = (float(out[d][1]["grad_norm"]) for d in (jnp.float32, jnp.bfloat16))
+  assert g16 == pytest.approx(g32, rel=5e-2)
+  assert float(out[jnp.bfloat16][1]["loss"]) == pytest.approx(float(out[jnp.float32][1]["loss"]),
+                                                               abs=5e-2)

@@ -69,9 +69,26 @@ def make_schedule(cfg: OptimizerConfig) -> optax.Schedule:
   raise ValueError(f"unknown schedule {cfg.schedule!r}; known: cosine, constant")
 
 
+def _path_names(path) -> list[str]:
+  return [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+
+
+def weight_decay_mask(params: Any) -> Any:
+  """True for the parameters that weight decay applies to: the weight matrices and the
+  embedding. Biases (`bq_NxH`, ...) and norm scales are not decayed: shrinking them toward 0
+  only changes the function, it does not regularise it. Shape alone cannot tell (a bias here is
+  2-D, heads x head_dim), so the model's parameter names decide."""
+  def decays(path, _):
+    names = _path_names(path)
+    leaf = next((n for n in reversed(names) if n != "value"), "")
+    is_bias = leaf.startswith("b") and "_" in leaf
+    return not is_bias and not any(n.endswith("norm") for n in names)
+  return jax.tree_util.tree_map_with_path(decays, params)
+
+
 def make_optimizer(cfg: OptimizerConfig) -> optax.GradientTransformation:
   adamw = optax.adamw(make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
-                      weight_decay=cfg.weight_decay)
+                      weight_decay=cfg.weight_decay, mask=weight_decay_mask)
   if cfg.max_grad_norm > 0:
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), adamw)
   return adamw
