@@ -9,6 +9,8 @@ keys, instead of a silently ignored setting in an ablation.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import typing
 from typing import Any, Mapping, TypeVar
 
@@ -116,3 +118,30 @@ def _merge(cd, overrides: Mapping[str, Any], path: str) -> None:
 def to_dict(config: Any) -> Any:
   """A JSON-ready dict of a (nested) dataclass config, for the workdir's config record."""
   return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+  """Dotted paths where two JSON trees differ."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    return [d for k in sorted(set(a) | set(b))
+            for d in _differences(a.get(k), b.get(k), f"{path}.{k}" if path else k)]
+  return [] if a == b else [path]
+
+
+def check_workdir_config(workdir: str, config: Any, resumable: tuple[str, ...] = ()) -> None:
+  """Records `config` as workdir/config.json, or refuses to resume a workdir made with another
+  config (one workdir is one experiment); the dotted fields in `resumable` may change (e.g. the
+  number of steps, to train longer)."""
+  path = os.path.join(workdir, "config.json")
+  record = json.loads(json.dumps(to_dict(config)))  # tuples -> lists, as on disk
+  if os.path.exists(path):
+    with open(path) as f:
+      saved = json.load(f)
+    changed = [d for d in _differences(saved, record) if d not in resumable]
+    if changed:
+      raise ConfigError(f"{workdir} holds a run with a different config ({', '.join(changed)} "
+                        "differ); use a new workdir, or the same config to resume")
+  os.makedirs(workdir, exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(record, f, indent=2, sort_keys=True)
+  os.replace(path + ".tmp", path)

@@ -323,6 +323,23 @@ def causal_padding_mask(valid_BT: jax.Array) -> jax.Array:
   return causal_TT[None] & valid_BT[:, None, :].astype(bool)
 
 
+def segment_causal_mask(segment_ids_BT: jax.Array) -> jax.Array:
+  """[B, T, T] mask for packed rows: key s is visible to query t if s <= t and both belong to
+  the same sequence (segment id; 0 is padding and sees, and is seen by, no real token)."""
+  same_BTT = segment_ids_BT[:, :, None] == segment_ids_BT[:, None, :]
+  real_BT = segment_ids_BT > 0
+  return causal_padding_mask(real_BT) & same_BTT
+
+
+def positions_from_segments(segment_ids_BT: jax.Array) -> jax.Array:
+  """Position ids that restart at 0 at the first token of every packed sequence."""
+  t_T = jnp.arange(segment_ids_BT.shape[1], dtype=jnp.int32)
+  starts_BT = jnp.concatenate([jnp.ones_like(segment_ids_BT[:, :1], bool),
+                               segment_ids_BT[:, 1:] != segment_ids_BT[:, :-1]], axis=1)
+  start_index_BT = jax.lax.cummax(jnp.where(starts_BT, t_T[None, :], 0), axis=1)
+  return t_T[None, :] - start_index_BT
+
+
 def positions_from_valid(valid_BT: jax.Array) -> jax.Array:
   """Position ids that start at 0 at each row's first real token (left padding gets 0)."""
   return jnp.maximum(jnp.cumsum(valid_BT.astype(jnp.int32), axis=1) - 1, 0)

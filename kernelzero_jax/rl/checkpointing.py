@@ -67,3 +67,51 @@ class Checkpointer:
 
   def __exit__(self, *exc):
     self.close()
+
+
+def _pure(tree: Any) -> Any:
+  """An Orbax-restored nnx.State (nested dicts, Variables as {"value": array}, list indices as
+  strings) as the pure dict that `nnx.State.replace_by_pure_dict` takes."""
+  if isinstance(tree, dict):
+    if set(tree) == {"value"}:
+      return tree["value"]
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: _pure(v)
+            for k, v in tree.items()}
+  return tree
+
+
+def load_policy_params(workdir: str, model: Any, step: Optional[int] = None) -> int:
+  """Overwrites `model`'s parameters (in place, keeping their dtype and sharding) with the
+  policy of checkpoint `step` (default: the latest) of another run's workdir, e.g. an SFT warm
+  start for RL. Only the parameters are read: that run's optimizer may differ from this one's.
+  Returns the step loaded."""
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(f"no checkpoints in {workdir} (expected {directory})")
+  manager = ocp.CheckpointManager(directory, item_names=("state", "learner"))
+  try:
+    step = manager.latest_step() if step is None else step
+    if step is None:
+      raise FileNotFoundError(f"{directory} holds no finished checkpoint")
+    raw = manager.restore(int(step), args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+  finally:
+    manager.close()
+  _, state = nnx.split(model)
+  loaded = _pure(raw["state"]["params"])
+  flat = jax.tree_util.tree_flatten_with_path
+  want = {k: v.shape for k, v in flat(state.to_pure_dict())[0]}
+  have = {k: v.shape for k, v in flat(loaded)[0]}
+  wrong = [jax.tree_util.keystr(k) for k in want if have.get(k, want[k]) != want[k]]
+  if wrong or set(want) != set(have):
+    missing = [jax.tree_util.keystr(k) for k in set(want) ^ set(have)]
+    raise ValueError(f"checkpoint {step} of {workdir} does not fit this model: shapes differ "
+                     f"for {wrong[:5]}, keys differ: {missing[:5]}")
+
+  def put(var, value):  # keep this model's dtype and sharding
+    current = var[...]
+    return var.replace(jax.device_put(jax.numpy.asarray(value, current.dtype), current.sharding))
+
+  state.replace_by_pure_dict(loaded, replace_fn=put)
+  nnx.update(model, state)
+  return int(step)

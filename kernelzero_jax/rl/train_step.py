@@ -29,7 +29,7 @@ the forward and backward passes; the default is the model's plain path.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import flax.struct
 import jax
@@ -37,7 +37,9 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from kernelzero_jax.model.qwen2 import ForwardOptions, causal_padding_mask, positions_from_valid
+from kernelzero_jax.model.qwen2 import (ForwardOptions, causal_padding_mask,
+                                        positions_from_segments, positions_from_valid,
+                                        segment_causal_mask)
 from kernelzero_jax.rl import losses
 
 
@@ -126,10 +128,12 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
 
 
 def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array,
-                      options: ForwardOptions | None = None) -> tuple[jax.Array, jax.Array]:
+                      options: ForwardOptions | None = None,
+                      segment_ids_BxT: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """(logp_BxT, entropy_BxT) in float32, aligned with the tokens: logp_BxT[:, t] is
   log p(tokens[:, t] | tokens[:, <t]) and entropy_BxT[:, t] the entropy of that distribution.
-  Column 0 (no context) is 0.
+  Column 0 (no context) is 0. With `segment_ids_BxT` (packing; 0 marks padding) each row holds
+  several sequences that do not see each other.
 
   With a fused attention (`options.attention` "xla" / "cudnn", causal over right-padded rows)
   each row's real tokens are first moved to its front, in order (a stable per-row permutation,
@@ -138,6 +142,15 @@ def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array,
   context and gets 0 here, where the default path conditions it on the padding before it.
   Padding positions hold meaningless, finite values on both paths (the loss masks them out).
   """
+  if segment_ids_BxT is not None:
+    # Packed rows (several sequences per row): block-diagonal causal attention, positions
+    # restarting per sequence. Only the einsum attention takes an arbitrary mask.
+    if options is not None and options.fused_attention:
+      raise ValueError("packed rows (segment ids) need ForwardOptions(attention='einsum')")
+    kwargs = {} if options is None else {"options": options}
+    logits_BxTxV, _ = model(tokens_BxT, positions_from_segments(segment_ids_BxT),
+                            segment_causal_mask(segment_ids_BxT), **kwargs)
+    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT)
   if options is None or not options.fused_attention:
     positions_BxT = positions_from_valid(valid_BxT)
     kwargs = {} if options is None else {"options": options}  # any model, by default
@@ -170,44 +183,77 @@ def tokens_per_second(num_tokens, wall_seconds: float) -> float:
   return float(num_tokens) / max(wall_seconds, 1e-9)
 
 
+class Objective(NamedTuple):
+  """What a train step minimises, given the policy's logprobs of the batch's tokens.
+
+  normalizer(batch) -> scalar: the FULL batch's denominator, shared by every micro-batch so
+    that the micro-batch losses (sums over their rows / normalizer) add up to the batch loss.
+  loss(logp_BxT, entropy_BxT, micro_batch, normalizer) -> (loss, metric_sums): the metric
+    sums add up over micro-batches; the step divides them by the number of loss tokens.
+  loss_mask(batch) -> [B, T]: the tokens the loss trains (for token counts and means).
+  """
+  normalizer: Callable[[dict], jax.Array]
+  loss: Callable[[jax.Array, jax.Array, dict, jax.Array], tuple[jax.Array, dict]]
+  loss_mask: Callable[[dict], jax.Array]
+
+
+def policy_objective(cfg: LossConfig) -> Objective:
+  """The clipped-surrogate policy loss of `losses.policy_loss` (batch keys in the module doc)."""
+
+  def loss_mask(batch):
+    return losses.apply_truncation(batch["completion_mask_BxT"], batch.get("truncated_B"))
+
+  def normalizer(batch):
+    return losses.loss_normalizer(cfg.aggregation, batch["completion_mask_BxT"],
+                                  batch.get("truncated_B"), cfg.max_completion_len)
+
+  def loss(logp_BxT, entropy_BxT, mb, norm):
+    value, m = losses.policy_loss(
+        logp_BxT, mb["old_logp_BxT"], mb["adv_B"], mb["completion_mask_BxT"],
+        ref_logp_BxT=mb.get("ref_logp_BxT"), eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+        beta_kl=cfg.beta_kl, aggregation=cfg.aggregation, normalizer=norm,
+        truncated_B=mb.get("truncated_B"), max_completion_len=cfg.max_completion_len)
+    # policy_loss's metrics are means over this slice's loss tokens: turn them into sums so
+    # slices add up; entropy is summed over all completion tokens.
+    n_loss = loss_mask(mb).sum().astype(jnp.float32)
+    sums = {k: v * n_loss for k, v in m.items()}
+    sums["entropy"] = jax.lax.stop_gradient(
+        entropy_BxT * mb["completion_mask_BxT"].astype(jnp.float32)).sum()
+    return value, sums
+
+  return Objective(normalizer=normalizer, loss=loss, loss_mask=loss_mask)
+
+
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     loss_config: LossConfig = LossConfig(), num_micro_batches: int = 1,
                     compute_dtype=jnp.bfloat16, schedule: Optional[optax.Schedule] = None,
-                    forward_options: Optional[ForwardOptions] = None
+                    forward_options: Optional[ForwardOptions] = None,
+                    objective: Optional[Objective] = None
                     ) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
   """A pure `train_step(state, batch) -> (state, metrics)`; jit it once with donate_argnums=0.
 
+  `objective` is what it minimises: by default the policy loss configured by `loss_config`;
+  the SFT trainer passes its cross-entropy (same step, checkpoints and metrics). A batch may
+  carry `segment_ids_BxT` for packed rows (see `sequence_logprobs`).
   `schedule` (the optimizer's, see `make_schedule`) only feeds the learning_rate metric.
   `forward_options` (fused attention, remat; see `ForwardOptions`) change how the policy's
   forward and backward passes compute, not the step's result (up to rounding).
   """
-  cfg = loss_config
+  objective = objective or policy_objective(loss_config)
   n_micro = num_micro_batches
 
   def loss_fn(params, mb, normalizer):
     params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
     logp_BxT, entropy_BxT = sequence_logprobs(nnx.merge(graphdef, params_c), mb["tokens_BxT"],
-                                              mb["valid_BxT"], forward_options)
-    loss, m = losses.policy_loss(
-        logp_BxT, mb["old_logp_BxT"], mb["adv_B"], mb["completion_mask_BxT"],
-        ref_logp_BxT=mb.get("ref_logp_BxT"), eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-        beta_kl=cfg.beta_kl, aggregation=cfg.aggregation, normalizer=normalizer,
-        truncated_B=mb.get("truncated_B"), max_completion_len=cfg.max_completion_len)
-    # policy_loss's metrics are means over this slice's loss tokens: turn them into sums so
-    # slices add up; entropy is summed over all completion tokens.
-    loss_mask_BxT = losses.apply_truncation(mb["completion_mask_BxT"], mb.get("truncated_B"))
-    n_loss = loss_mask_BxT.sum().astype(jnp.float32)
-    completion_BxT = mb["completion_mask_BxT"].astype(jnp.float32)
-    sums = {k: v * n_loss for k, v in m.items()}
-    sums["entropy"] = jax.lax.stop_gradient(entropy_BxT * completion_BxT).sum()
-    return loss, sums
+                                              mb["valid_BxT"], forward_options,
+                                              mb.get("segment_ids_BxT"))
+    return objective.loss(logp_BxT, entropy_BxT, mb, normalizer)
 
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
   def train_step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
     batch = {k: v for k, v in batch.items() if v is not None}
-    normalizer = losses.loss_normalizer(cfg.aggregation, batch["completion_mask_BxT"],
-                                        batch.get("truncated_B"), cfg.max_completion_len)
+    normalizer = objective.normalizer(batch)
     b = batch["tokens_BxT"].shape[0]
     if b % n_micro:
       raise ValueError(f"batch size {b} is not a multiple of num_micro_batches {n_micro}")
@@ -233,13 +279,14 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     params = optax.apply_updates(state.params, updates)
     rng, _ = jax.random.split(state.rng)
 
-    loss_mask_BxT = losses.apply_truncation(batch["completion_mask_BxT"], batch.get("truncated_B"))
+    loss_mask_BxT = objective.loss_mask(batch)
     n_loss = jnp.maximum(loss_mask_BxT.sum(), 1.0)
-    n_completion = jnp.maximum(batch["completion_mask_BxT"].astype(jnp.float32).sum(), 1.0)
     metrics = {k: v / n_loss for k, v in sums.items() if k != "entropy"}
+    if "entropy" in sums:
+      n_completion = jnp.maximum(batch["completion_mask_BxT"].astype(jnp.float32).sum(), 1.0)
+      metrics["entropy"] = sums["entropy"] / n_completion
     metrics.update(
         loss=loss,
-        entropy=sums["entropy"] / n_completion,
         grad_norm=optax.tree.norm(grads),
         param_norm=optax.tree.norm(params),
         update_norm=optax.tree.norm(updates),

@@ -64,10 +64,9 @@ def read_prompts(prompt: str | None, prompt_file: str | None,
   return texts, []
 
 
-def load_policy(model_dir: str | None, dtype: str | None, tokenizer_dir: str | None = None,
-                seed: int = 0):
+def load_policy(model_dir: str | None, dtype: str | None, tokenizer_dir: str | None = None):
   """(model, tokenizer): a Hugging Face checkpoint and its tokenizer, or without a directory the
-  tiny preset with random weights from `seed` and the bundled tiny tokenizer."""
+  tiny preset with seed-0 random weights and the bundled tiny tokenizer."""
   # Imported here so that `--help` does not pay for transformers.
   # pylint: disable=import-outside-toplevel
   from flax import nnx
@@ -78,7 +77,7 @@ def load_policy(model_dir: str | None, dtype: str | None, tokenizer_dir: str | N
   if dtype is not None and dtype not in _DTYPES:
     raise UsageError(f"--dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
   if model_dir is None:
-    model = Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(seed), dtype=_DTYPES[dtype or "float32"])
+    model = Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0), dtype=_DTYPES[dtype or "float32"])
     return model, load_tokenizer(tokenizer_dir)
   model = load_hf_checkpoint(model_dir, dtype=_DTYPES[dtype or "bfloat16"])
   return model, load_tokenizer(tokenizer_dir or model_dir)
