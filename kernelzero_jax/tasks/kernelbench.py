@@ -146,6 +146,24 @@ def list_tasks(kernelbench_dir: str | None = None,
   return tasks
 
 
+def scan_tasks(kernelbench_dir: str | None = None, levels: Iterable[int] | int = (1, 2)
+               ) -> tuple[list[Task], list[str]]:
+  """Like `list_tasks`, but a problem file that does not load is reported, not raised:
+  (tasks, problems). For long runs (evaluation) where one broken file must not stop the rest."""
+  root = _resolve_dir(kernelbench_dir)
+  if isinstance(levels, int):
+    levels = (levels,)
+  tasks, problems = [], []
+  for level in sorted(set(levels)):
+    index = _index_level(_level_dir(root, level))
+    for pid in sorted(index):
+      try:
+        tasks.append(_make_task(index[pid], level, pid))
+      except TaskError as e:
+        problems.append(str(e))
+  return tasks, problems
+
+
 def load_task(level: int, problem_id: int, kernelbench_dir: str | None = None) -> Task:
   """One problem, e.g. load_task(1, 19) -> level1/19_ReLU."""
   root = _resolve_dir(kernelbench_dir)

@@ -1,0 +1,213 @@
+"""The KernelBench evaluation: what `python -m experiments.eval_kernelbench` runs.
+
+  1. Problems of the requested levels from the KernelBench directory (a file that does not load
+     is reported and skipped).
+  2. Candidates: from --samples_dir (see samples.py for the file layout), or sampled from a
+     policy (a Hugging Face checkpoint, or our Orbax checkpoint on top of an architecture) with
+     the Coder's one-shot prompt; completions are saved under workdir/samples/ first.
+  3. Every (problem, sample) is judged by the sandbox; each verdict is appended to
+     workdir/verdicts.jsonl as soon as it exists. A rerun skips what is there, so a crash loses
+     at most the candidates in flight.
+  4. Metrics (metrics.summarize) and the report (report.write_report) in the workdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any, Optional, Sequence
+
+from kernelzero_jax.evaluation import samples as samples_lib
+from kernelzero_jax.sandbox import verdict as V
+from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.sandbox.evaluate import Job, SandboxPool
+from kernelzero_jax.tasks.kernelbench import Task, scan_tasks
+
+VERDICTS_FILE = "verdicts.jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  workdir: str
+  kernelbench_dir: Optional[str] = None
+  levels: tuple[int, ...] = (1, 2)
+  problem_ids: tuple[int, ...] = ()       # a subset of problems in every level (empty: all)
+  backend: str = "cuda"
+  num_samples: int = 1
+  # Candidates: exactly one of samples_dir, model_dir, policy_checkpoint.
+  samples_dir: Optional[str] = None
+  model_dir: Optional[str] = None         # a Hugging Face checkpoint
+  policy_checkpoint: Optional[str] = None  # our Orbax workdir; architecture from model_dir/preset
+  preset: str = "tiny"                    # architecture of policy_checkpoint without model_dir
+  tokenizer_dir: Optional[str] = None
+  temperature: float = 0.0
+  top_p: float = 1.0
+  max_new_tokens: int = 4096
+  seed: int = 0
+  prompt_batch: int = 8                   # problems per sampler call
+  one_shot: bool = True
+  sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+  max_parallel: int = 0
+  progress: bool = True
+
+  def __post_init__(self):
+    sources = [x for x in (self.samples_dir, self.model_dir or self.policy_checkpoint) if x]
+    if len(sources) != 1:
+      raise ValueError("give exactly one candidate source: --samples_dir, or --model_dir / "
+                       "--policy_checkpoint (a policy to sample from)")
+    if self.num_samples < 1:
+      raise ValueError("num_samples must be >= 1")
+
+
+def _record(task: Task, sample: int, verdict: V.Verdict) -> dict[str, Any]:
+  return {"level": task.level, "problem": task.key, "problem_id": task.problem_id,
+          "sample": sample, "status": verdict.status, "correct": verdict.correct,
+          "speedup": verdict.speedup, "speedup_vs_compile": verdict.speedup_vs_compile,
+          "reference_ms": verdict.reference_ms, "candidate_ms": verdict.candidate_ms,
+          "degenerate": list(verdict.degenerate), "reference_error": verdict.reference_error,
+          "tolerance": dict(verdict.tolerance), "reasons": list(verdict.reasons[:5])}
+
+
+def read_verdicts(workdir: str) -> list[dict[str, Any]]:
+  """The records of workdir/verdicts.jsonl; a torn last line (killed mid-write) is ignored."""
+  path = os.path.join(workdir, VERDICTS_FILE)
+  if not os.path.exists(path):
+    return []
+  records = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        continue
+  return records
+
+
+class _VerdictLog:
+  """Appends one JSON line per verdict and flushes it, so finished work survives a crash."""
+
+  def __init__(self, workdir: str):
+    path = os.path.join(workdir, VERDICTS_FILE)
+    # A torn last line (no newline) from a killed run: start the next record on a new line.
+    if os.path.exists(path) and os.path.getsize(path):
+      with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        torn = f.read(1) != b"\n"
+      if torn:
+        with open(path, "a", encoding="utf-8") as f:
+          f.write("\n")
+    self._file = open(path, "a", encoding="utf-8")
+
+  def write(self, record: dict[str, Any]) -> None:
+    self._file.write(json.dumps(record, default=str) + "\n")
+    self._file.flush()
+    os.fsync(self._file.fileno())
+
+  def close(self) -> None:
+    self._file.close()
+
+
+def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) -> None:
+  """Samples the missing completions of every task from the policy into `out_dir`."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.coder.prompts import coder_messages, encode_prompt
+  from kernelzero_jax.policy import PolicyConfig, load_policy
+  from kernelzero_jax.sampling import Sampler
+  from kernelzero_jax.tokenizer import eos_token_ids
+  existing, _ = (samples_lib.scan_samples(out_dir) if os.path.isdir(out_dir) else ({}, []))
+  todo = [t for t in tasks
+          if any((t.level, t.problem_id, s) not in existing for s in range(config.num_samples))]
+  if not todo:
+    return
+  policy = PolicyConfig(model_dir=config.model_dir, preset=config.preset,
+                        tokenizer_dir=config.tokenizer_dir, init_from=config.policy_checkpoint)
+  model, tokenizer = load_policy(policy, "bfloat16" if config.model_dir else "float32")
+  eos = eos_token_ids(tokenizer, model.config)
+  pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
+  sampler = Sampler(model, eos_ids=eos, pad_id=pad_id)
+  bar = None
+  if config.progress:
+    from tqdm import tqdm
+    bar = tqdm(total=len(todo), desc="sampling", unit="problem")
+  for start in range(0, len(todo), config.prompt_batch):
+    chunk = todo[start:start + config.prompt_batch]
+    prompts = [encode_prompt(tokenizer, coder_messages(t.source, config.backend,
+                                                       one_shot=config.one_shot)) for t in chunk]
+    # One seed per chunk position, so a resumed run samples what an uninterrupted one would.
+    out = sampler.sample(prompts, config.max_new_tokens, seed=config.seed + start,
+                         temperature=config.temperature, top_p=config.top_p,
+                         num_samples=config.num_samples)
+    for i, task in enumerate(chunk):
+      rows = range(i * config.num_samples, (i + 1) * config.num_samples)
+      texts = [tokenizer.decode(out.tokens[r], skip_special_tokens=False) for r in rows]
+      samples_lib.write_completions(out_dir, task.level, task.problem_id, 0, texts)
+    if bar is not None:
+      bar.update(len(chunk))
+  if bar is not None:
+    bar.close()
+
+
+def run_eval(config: EvalConfig) -> dict[str, Any]:
+  """Evaluates, resuming from config.workdir; returns the summary (also in the report)."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.evaluation.metrics import summarize
+  from kernelzero_jax.evaluation.report import write_report
+  os.makedirs(config.workdir, exist_ok=True)
+  tasks, broken = scan_tasks(config.kernelbench_dir, config.levels)
+  for problem in broken:
+    logging.warning("skipping a problem that does not load: %s", problem)
+  if config.problem_ids:
+    tasks = [t for t in tasks if t.problem_id in set(config.problem_ids)]
+  if not tasks:
+    raise ValueError(f"no problems selected (levels {config.levels}, ids {config.problem_ids})")
+
+  samples_dir = config.samples_dir
+  if samples_dir is None:
+    samples_dir = os.path.join(config.workdir, "samples")
+    generate_samples(config, tasks, samples_dir)
+  found, odd = samples_lib.scan_samples(samples_dir)
+  if odd:
+    logging.warning("%d files in %s do not follow the sample naming (e.g. %s)", len(odd),
+                    samples_dir, odd[0])
+
+  done = {(r["problem"], r["sample"]) for r in read_verdicts(config.workdir)}
+  log = _VerdictLog(config.workdir)
+  jobs: list[Job] = []
+  job_keys: list[tuple[Task, int]] = []
+  try:
+    for task in tasks:
+      for s in range(config.num_samples):
+        if (task.key, s) in done:
+          continue
+        sample = found.get((task.level, task.problem_id, s))
+        source, reason = ((None, f"no sample file for {task.key} sample {s} in {samples_dir}")
+                          if sample is None else samples_lib.read_candidate(sample))
+        if source is None:  # judged here: nothing for the sandbox to run
+          log.write(_record(task, s, V.Verdict(status=V.FORMAT_ERROR, backend=config.backend,
+                                               reasons=[reason])))
+          continue
+        jobs.append(Job(reference_source=task.source, candidate_source=source,
+                        backend=config.backend, name=f"{task.key}/sample_{s}"))
+        job_keys.append((task, s))
+    pool = SandboxPool(config.sandbox, max_parallel=config.max_parallel or None)
+    pool.evaluate(jobs, progress=config.progress,
+                  on_result=lambda i, job, verdict: log.write(_record(*job_keys[i], verdict)))
+  finally:
+    log.close()
+
+  selected = {t.key for t in tasks}
+  latest: dict[tuple[str, int], dict] = {}  # a sample judged twice (a rerun) counts once
+  for r in read_verdicts(config.workdir):
+    if r["problem"] in selected and r["sample"] < config.num_samples:
+      latest[(r["problem"], r["sample"])] = r
+  records = [latest[k] for k in sorted(latest)]
+  summary = summarize(records)
+  summary["skipped_problems"] = broken
+  write_report(records, summary, config.workdir,
+               title=f"KernelBench levels {','.join(map(str, config.levels))}, "
+                     f"{config.backend}, {config.num_samples} sample(s) per problem")
+  with open(os.path.join(config.workdir, "summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=2, default=str)
+  return summary
