@@ -31,7 +31,8 @@ from kernelzero_jax.tasks.kernelbench import TaskError
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench folder holding level1/, level2/ "
                           "(default: $KERNELBENCH_DIR or ../shared/kernelbench).")
 _LEVELS = flags.DEFINE_list("levels", ["1", "2"], "KernelBench levels.")
-_PROBLEMS = flags.DEFINE_list("problem_ids", [], "Only these problem ids (default: all).")
+_PROBLEMS = flags.DEFINE_list("problem_ids", [], "Only these problems (default: all): 19 is "
+                              "problem 19 of every level, 2/12 problem 12 of level 2.")
 _BACKEND = flags.DEFINE_enum("backend", "cuda", ["cuda", "triton"], "Kernel language.")
 _N = flags.DEFINE_integer("num_samples", 1, "Samples per problem (n of pass@k).")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Sampling temperature (0: greedy).")
@@ -61,7 +62,7 @@ def main(argv):
     config = EvalConfig(
         workdir=_WORKDIR.value, kernelbench_dir=_KB.value,
         levels=tuple(int(x) for x in _LEVELS.value),
-        problem_ids=tuple(int(x) for x in _PROBLEMS.value), backend=_BACKEND.value,
+        problem_ids=tuple(_PROBLEMS.value), backend=_BACKEND.value,
         num_samples=_N.value, samples_dir=_SAMPLES_DIR.value, model_dir=_MODEL_DIR.value,
         policy_checkpoint=_POLICY.value, preset=_PRESET.value, tokenizer_dir=_TOKENIZER.value,
         temperature=_TEMPERATURE.value, top_p=_TOP_P.value, max_new_tokens=_MAX_NEW.value,

@@ -129,8 +129,9 @@ def test_command_end_to_end_from_a_policy_checkpoint(bench):
   so every sample is a format_error), writes the completions and the report, and prints JSON."""
   work = bench / "policy_eval"
   base = [sys.executable, "-m", "experiments.eval_kernelbench",
-          f"--kernelbench_dir={bench / 'kb'}", "--levels=1", "--problem_ids=2",
+          f"--kernelbench_dir={bench / 'kb'}", "--levels=1",
           "--backend=triton", "--device=cpu", "--num_samples=2", "--temperature=1.0",
+          "--problem_ids=1/2",
           "--max_new_tokens=8", "--one_shot=false", f"--workdir={work}"]
   proc = subprocess.run(base + [f"--policy_checkpoint={bench / 'no_ckpt'}"], cwd=REPO,
                         capture_output=True, text=True, timeout=300)

@@ -33,7 +33,9 @@ class EvalConfig:
   workdir: str
   kernelbench_dir: Optional[str] = None
   levels: tuple[int, ...] = (1, 2)
-  problem_ids: tuple[int, ...] = ()       # a subset of problems in every level (empty: all)
+  # A subset of problems (empty: all): "19" is problem 19 of every level, "2/12" problem 12 of
+  # level 2 only.
+  problem_ids: tuple[str, ...] = ()
   backend: str = "cuda"
   num_samples: int = 1
   # Candidates: exactly one of samples_dir, model_dir, policy_checkpoint.
@@ -159,7 +161,9 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
   for problem in broken:
     logging.warning("skipping a problem that does not load: %s", problem)
   if config.problem_ids:
-    tasks = [t for t in tasks if t.problem_id in set(config.problem_ids)]
+    wanted = {str(p).strip() for p in config.problem_ids}
+    tasks = [t for t in tasks
+             if str(t.problem_id) in wanted or f"{t.level}/{t.problem_id}" in wanted]
   if not tasks:
     raise ValueError(f"no problems selected (levels {config.levels}, ids {config.problem_ids})")
 
