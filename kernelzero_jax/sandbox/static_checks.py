@@ -128,7 +128,8 @@ def cuda_kernel_names(source: str) -> list[str]:
   return sorted({m.group(2) for m in _GLOBAL_RE.finditer(_LAUNCH_BOUNDS_RE.sub(" ", source))})
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+  """"a.b.c" for an attribute chain on a name, else None (also used by the teacher's parser)."""
   parts = []
   while isinstance(node, ast.Attribute):
     parts.append(node.attr)
@@ -141,7 +142,7 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _is_triton_jit(dec: ast.AST) -> bool:
   target = dec.func if isinstance(dec, ast.Call) else dec
-  name = _dotted(target) or ""
+  name = dotted_name(target) or ""
   return name.split(".")[-1] in ("jit",) and ("triton" in name or name == "jit")
 
 
@@ -234,13 +235,13 @@ def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
       elif attr.startswith("_"):
         # `self._x` is the candidate's own state; private members of anything else (torch._C,
         # tensor._version, module._forward_hooks, ...) are harness internals.
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         if base != "self":
           rej.append(f"accesses private `{base or '...'}.{attr}`: harness internals are off limits")
       if attr in FORBIDDEN_ATTRS:
         rej.append(f"uses `.{attr}`: {FORBIDDEN_ATTRS[attr]}")
       if attr in FORBIDDEN_MODULE_ATTRS:
-        rej.append(f"reaches `{_dotted(node) or attr}`: a module or capability that candidates "
+        rej.append(f"reaches `{dotted_name(node) or attr}`: a module or capability that candidates "
                    "may not use (the same as importing it)")
     elif isinstance(node, ast.Call):
       fn = node.func
@@ -258,7 +259,7 @@ def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
       for t in targets:
         for sub in ast.walk(t):
           if isinstance(sub, (ast.Attribute, ast.Subscript)):
-            root = _dotted(sub.value if isinstance(sub, ast.Subscript) else sub) or ""
+            root = dotted_name(sub.value if isinstance(sub, ast.Subscript) else sub) or ""
             head = root.split(".")[0]
             if head in _MODULE_ROOTS_FOR_ASSIGN:
               rej.append(f"assigns into `{root}`: monkey-patching torch/triton/harness "
@@ -278,9 +279,9 @@ def _is_constant_expr(node: ast.AST, constants: set[str], triton_aliases: set[st
       continue
     if isinstance(sub, ast.Name) and (sub.id in constants or sub.id in triton_aliases):
       continue
-    if isinstance(sub, ast.Attribute) and (_dotted(sub) or "").split(".")[0] in triton_aliases:
+    if isinstance(sub, ast.Attribute) and (dotted_name(sub) or "").split(".")[0] in triton_aliases:
       continue
-    if isinstance(sub, ast.Call) and (_dotted(sub.func) or "").split(".")[0] in triton_aliases:
+    if isinstance(sub, ast.Call) and (dotted_name(sub.func) or "").split(".")[0] in triton_aliases:
       continue
     return False
   return True
