@@ -8,6 +8,8 @@ r"""KernelBench evaluation: pass@k, fast_p and speedups for a policy or a direct
         --num_samples=10 --temperature=0.7 --workdir=/tmp/eval_qwen
     # our own RL/SFT checkpoint on an architecture
     python -m experiments.eval_kernelbench --policy_checkpoint=/tmp/coder_run --preset=tiny ...
+    # the rule-based teacher (kernelzero_jax/teacher) as a baseline Coder
+    python -m experiments.eval_kernelbench --teacher --backend=triton --workdir=/tmp/eval_teacher
 
 Every verdict is appended to WORKDIR/verdicts.jsonl when it exists; rerunning the same command
 skips what is done. The report (report.md, speedup_hist.png, pass_at_k.png, per_problem.jsonl,
@@ -44,6 +46,7 @@ _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Hugging Face checkpoint to 
 _POLICY = flags.DEFINE_string("policy_checkpoint", None, "Our Orbax workdir (train_sft / "
                               "train_coder) to sample from, on --model_dir's or --preset's "
                               "architecture.")
+_TEACHER = flags.DEFINE_bool("teacher", False, "Evaluate the rule-based teacher as the Coder.")
 _PRESET = flags.DEFINE_string("preset", "tiny", "Architecture for --policy_checkpoint alone.")
 _TOKENIZER = flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: the model's).")
 _ONE_SHOT = flags.DEFINE_bool("one_shot", True, "KernelBench one-shot prompt.")
@@ -64,7 +67,7 @@ def main(argv):
         levels=tuple(int(x) for x in _LEVELS.value),
         problem_ids=tuple(_PROBLEMS.value), backend=_BACKEND.value,
         num_samples=_N.value, samples_dir=_SAMPLES_DIR.value, model_dir=_MODEL_DIR.value,
-        policy_checkpoint=_POLICY.value, preset=_PRESET.value, tokenizer_dir=_TOKENIZER.value,
+        policy_checkpoint=_POLICY.value, teacher=_TEACHER.value, preset=_PRESET.value, tokenizer_dir=_TOKENIZER.value,
         temperature=_TEMPERATURE.value, top_p=_TOP_P.value, max_new_tokens=_MAX_NEW.value,
         seed=_SEED.value, one_shot=_ONE_SHOT.value, max_parallel=_MAX_PARALLEL.value,
         sandbox=SandboxConfig(device=_DEVICE.value, tolerance=_TOLERANCE.value,

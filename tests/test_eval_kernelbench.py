@@ -145,3 +145,25 @@ def test_command_end_to_end_from_a_policy_checkpoint(bench):
   found, _ = samples_lib.scan_samples(str(work / "samples"))
   assert sorted(found) == [(1, 2, 0), (1, 2, 1)] and found[(1, 2, 0)].is_completion
   assert os.path.exists(work / "report.md")
+
+
+def test_teacher_as_a_baseline_coder(bench):
+  """The teacher solves both family members of the small benchmark; a module outside its family
+  would be a format_error carrying the teacher's reason."""
+  level = bench / "kb" / "level1"
+  (level / "4_Conv.py").write_text(
+      "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+      "    def __init__(self):\n        super().__init__()\n"
+      "        self.conv = nn.Conv2d(3, 4, 3)\n\n    def forward(self, x):\n"
+      "        return self.conv(x)\n\n\ndef get_inputs():\n"
+      "    return [torch.randn(1, 3, 8, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
+  config = driver.EvalConfig(workdir=str(bench / "teacher"), kernelbench_dir=str(bench / "kb"),
+                             levels=(1,), backend="triton", num_samples=1, teacher=True,
+                             sandbox=CPU, max_parallel=2, progress=False)
+  driver.run_eval(config)
+  statuses = {r["problem"]: r for r in driver.read_verdicts(str(bench / "teacher"))}
+  assert statuses["level1/1_ScaledRelu"]["status"] == "correct"
+  assert statuses["level1/2_Add"]["status"] == "correct"
+  conv = statuses["level1/4_Conv"]
+  assert conv["status"] == "format_error"
+  assert conv["reasons"][0].startswith("the teacher does not understand this module")

@@ -38,8 +38,9 @@ class EvalConfig:
   problem_ids: tuple[str, ...] = ()
   backend: str = "cuda"
   num_samples: int = 1
-  # Candidates: exactly one of samples_dir, model_dir, policy_checkpoint.
+  # Candidates: exactly one of samples_dir, model_dir / policy_checkpoint, teacher.
   samples_dir: Optional[str] = None
+  teacher: bool = False                   # the rule-based teacher (kernelzero_jax/teacher)
   model_dir: Optional[str] = None         # a Hugging Face checkpoint
   policy_checkpoint: Optional[str] = None  # our Orbax workdir; architecture from model_dir/preset
   preset: str = "tiny"                    # architecture of policy_checkpoint without model_dir
@@ -55,10 +56,11 @@ class EvalConfig:
   progress: bool = True
 
   def __post_init__(self):
-    sources = [x for x in (self.samples_dir, self.model_dir or self.policy_checkpoint) if x]
+    sources = [x for x in (self.samples_dir, self.model_dir or self.policy_checkpoint,
+                           self.teacher) if x]
     if len(sources) != 1:
-      raise ValueError("give exactly one candidate source: --samples_dir, or --model_dir / "
-                       "--policy_checkpoint (a policy to sample from)")
+      raise ValueError("give exactly one candidate source: --samples_dir, --model_dir / "
+                       "--policy_checkpoint (a policy to sample from), or --teacher")
     if self.num_samples < 1:
       raise ValueError("num_samples must be >= 1")
 
@@ -151,6 +153,26 @@ def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) ->
     bar.close()
 
 
+def write_teacher_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str
+                          ) -> dict[str, str]:
+  """The rule-based teacher as a baseline Coder: its candidate for every problem it understands
+  (deterministic, so every sample index gets the same kernel). Returns {problem: why not} for
+  the problems outside its family, which are judged format_error with that reason."""
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.teacher import NotInFamily, teach
+  os.makedirs(out_dir, exist_ok=True)
+  not_understood = {}
+  for task in tasks:
+    try:
+      text = f"```python\n{teach(task.source, config.backend)}```"
+    except NotInFamily as e:
+      not_understood[task.key] = f"the teacher does not understand this module: {e.reason}"
+      text = not_understood[task.key]
+    samples_lib.write_completions(out_dir, task.level, task.problem_id, 0,
+                                  [text] * config.num_samples)
+  return not_understood
+
+
 def run_eval(config: EvalConfig) -> dict[str, Any]:
   """Evaluates, resuming from config.workdir; returns the summary (also in the report)."""
   # pylint: disable=import-outside-toplevel
@@ -168,9 +190,13 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
     raise ValueError(f"no problems selected (levels {config.levels}, ids {config.problem_ids})")
 
   samples_dir = config.samples_dir
+  not_understood: dict[str, str] = {}
   if samples_dir is None:
     samples_dir = os.path.join(config.workdir, "samples")
-    generate_samples(config, tasks, samples_dir)
+    if config.teacher:
+      not_understood = write_teacher_samples(config, tasks, samples_dir)
+    else:
+      generate_samples(config, tasks, samples_dir)
   found, odd = samples_lib.scan_samples(samples_dir)
   if odd:
     logging.warning("%d files in %s do not follow the sample naming (e.g. %s)", len(odd),
@@ -189,6 +215,7 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
         source, reason = ((None, f"no sample file for {task.key} sample {s} in {samples_dir}")
                           if sample is None else samples_lib.read_candidate(sample))
         if source is None:  # judged here: nothing for the sandbox to run
+          reason = not_understood.get(task.key, reason)
           log.write(_record(task, s, V.Verdict(status=V.FORMAT_ERROR, backend=config.backend,
                                                reasons=[reason])))
           continue
