@@ -5,11 +5,11 @@ r"""The embedded default of the Coder's RL stage: the tiny policy, Triton, on a 
 
 Runs 2 CA-GRPO steps of the tiny random-weight policy (PRESETS["tiny"], bundled tokenizer) on
 the reference modules that ship with the package, judging candidates with the sandbox on the CPU
-(Triton interpreter, no timing). It takes about a minute and exercises the whole loop: prompts,
-sampling, extraction, sandbox, rewards, update, metrics, samples and checkpoints. A random
-policy writes no parseable kernel, so expect accuracy 0 and count_by_status/format_error equal
-to prompts_per_step * group_size in workdir/metrics.jsonl; a warm-started policy is what makes
-the numbers move.
+(Triton interpreter, no timing). It takes about 1.5 minutes on 2 cores and exercises the whole
+loop: prompts, sampling, extraction, sandbox, rewards, update, metrics, samples and checkpoints.
+A random policy writes no parseable kernel, so expect accuracy 0 and count_by_status/format_error
+equal to prompts_per_step * group_size (8) in workdir/metrics.jsonl; a warm-started policy is
+what makes the numbers move.
 """
 
 from kernelzero_jax import configs
