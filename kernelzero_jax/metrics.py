@@ -26,12 +26,13 @@ def _to_python(v: Any) -> Any:
   return a.tolist()
 
 
-def read_metrics(path: str) -> list[dict]:
-  """The records of a metrics.jsonl; a torn last line (killed mid-write) is ignored."""
+def read_jsonl(path: str) -> list[dict]:
+  """The records of an append-only JSONL file (metrics, verdicts); a torn last line (killed
+  mid-write) is ignored, and a missing file has none."""
   if not os.path.exists(path):
     return []
   records = []
-  with open(path) as f:
+  with open(path, encoding="utf-8") as f:
     for line in f:
       try:
         records.append(json.loads(line))
@@ -40,13 +41,16 @@ def read_metrics(path: str) -> list[dict]:
   return records
 
 
+read_metrics = read_jsonl  # the records of a metrics.jsonl
+
+
 class MetricsWriter:
 
   def __init__(self, workdir: str, resume_step: Optional[int] = None, tensorboard: bool = True):
     """`resume_step`: the step restored from a checkpoint (0 or None for a fresh run)."""
     os.makedirs(workdir, exist_ok=True)
     self.path = os.path.join(workdir, "metrics.jsonl")
-    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= (resume_step or 0)]
+    kept = [r for r in read_jsonl(self.path) if r.get("step", 0) <= (resume_step or 0)]
     tmp = self.path + ".tmp"
     with open(tmp, "w") as f:  # rewrite atomically
       f.writelines(json.dumps(r) + "\n" for r in kept)

@@ -20,6 +20,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from kernelzero_jax.evaluation import samples as samples_lib
+from kernelzero_jax.metrics import read_jsonl
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sandbox.evaluate import Job, SandboxPool
@@ -76,17 +77,7 @@ def _record(task: Task, sample: int, verdict: V.Verdict) -> dict[str, Any]:
 
 def read_verdicts(workdir: str) -> list[dict[str, Any]]:
   """The records of workdir/verdicts.jsonl; a torn last line (killed mid-write) is ignored."""
-  path = os.path.join(workdir, VERDICTS_FILE)
-  if not os.path.exists(path):
-    return []
-  records = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        records.append(json.loads(line))
-      except json.JSONDecodeError:
-        continue
-  return records
+  return read_jsonl(os.path.join(workdir, VERDICTS_FILE))
 
 
 class _VerdictLog:

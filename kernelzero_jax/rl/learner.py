@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import time
 from typing import Any, Optional, Protocol, Sequence
@@ -36,16 +35,13 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from kernelzero_jax.metrics import MetricsWriter
 from kernelzero_jax.model.qwen2 import ForwardOptions
 from kernelzero_jax.model.sharding import ShardingConfig, shard_model
 from kernelzero_jax.rl import advantages as adv_lib
 from kernelzero_jax.rl import rewards as rewards_lib
 from kernelzero_jax.rl import train_step as ts
-from kernelzero_jax.rl.checkpointing import Checkpointer
+from kernelzero_jax.rl.loop import run_resumable
 from kernelzero_jax.sampling.sampler import FINISH_LENGTH, Sampler, next_power_of_two
-
-_DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +123,8 @@ class LearnerConfig:
     if self.old_logprobs not in ("recompute", "sampler"):
       raise ValueError(f"old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}")
     for name in ("compute_dtype", "sample_dtype"):
-      if getattr(self, name) not in _DTYPES:
-        raise ValueError(f"{name} must be one of {sorted(_DTYPES)}")
+      if getattr(self, name) not in ts.DTYPES:
+        raise ValueError(f"{name} must be one of {sorted(ts.DTYPES)}")
     # Fail at construction, not at step 1, on a misspelt registry key.
     rewards_lib.get_reward_schedule(self.reward_schedule)
     adv_lib.get_advantage_estimator(self.advantage_estimator)
@@ -189,11 +185,11 @@ class Learner:
       shard_model(model, mesh, sharding)
     opt_cfg = config.optimizer
     self.optimizer = ts.make_optimizer(opt_cfg)
-    self._sample_dtype = _DTYPES[config.sample_dtype]
+    self._sample_dtype = ts.DTYPES[config.sample_dtype]
     self.sampler = Sampler(model, eos_ids=eos_ids, pad_id=pad_id, cache_dtype=self._sample_dtype)
     self.graphdef, self.state = ts.init_train_state(model, self.optimizer, seed=config.seed)
     self.sampler.state = None  # the learner's params are the truth; no stale second copy
-    compute_dtype = _DTYPES[config.compute_dtype]
+    compute_dtype = ts.DTYPES[config.compute_dtype]
     micro = config.num_micro_batches
     self._train_step = jax.jit(
         ts.make_train_step(self.graphdef, self.optimizer, config.loss, num_micro_batches=micro,
@@ -331,30 +327,8 @@ class Learner:
 
   def run(self, workdir: str) -> dict[str, Any]:
     cfg = self.config
-    os.makedirs(workdir, exist_ok=True)
-    metrics: dict[str, Any] = {}
-    with Checkpointer(workdir, max_to_keep=cfg.max_checkpoints) as ckpt:
-      start = 0
-      restored = ckpt.restore_latest(self.state)
-      if restored is not None:
-        self.state, learner_state = restored
-        start = int(learner_state["step"])
-        logging.info("resumed from step %d in %s", start, workdir)
-      with MetricsWriter(workdir, resume_step=start) as writer:
-        bar = None
-        if self.progress:
-          from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-          bar = tqdm(total=cfg.num_steps, initial=start, desc="learner", unit="step")
-        for step in range(start + 1, cfg.num_steps + 1):
-          metrics = self.step(step, workdir)
-          writer.write(step, metrics)
-          if step % cfg.checkpoint_every == 0 or step == cfg.num_steps:
-            ckpt.save(step, self.state, {"step": step})
-            ckpt.wait()  # the next step donates the state: never let it race the write
-          if bar is not None:
-            bar.update(1)
-            bar.set_postfix(acc=f"{metrics['accuracy']:.2f}",
-                            reward=f"{metrics['reward_mean']:.3f}")
-        if bar is not None:
-          bar.close()
-    return metrics
+    return run_resumable(
+        self, workdir, lambda step: self.step(step, workdir), num_steps=cfg.num_steps,
+        checkpoint_every=cfg.checkpoint_every, max_checkpoints=cfg.max_checkpoints,
+        progress=self.progress, desc="learner",
+        postfix=lambda m: dict(acc=f"{m['accuracy']:.2f}", reward=f"{m['reward_mean']:.3f}"))

@@ -43,6 +43,10 @@ from kernelzero_jax.model.qwen2 import (ForwardOptions, causal_padding_mask,
 from kernelzero_jax.rl import losses
 
 
+# Config strings of the dtypes a step computes (or a sampler runs) in.
+DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
   learning_rate: float = 1e-6

@@ -13,8 +13,6 @@ drawn from (seed, epoch), so a resumed run sees exactly the batches an uninterru
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 import time
 from typing import Any, Optional
 
@@ -23,13 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from kernelzero_jax.metrics import MetricsWriter
 from kernelzero_jax.model.qwen2 import ForwardOptions
 from kernelzero_jax.rl import train_step as ts
-from kernelzero_jax.rl.checkpointing import Checkpointer
+from kernelzero_jax.rl.loop import run_resumable
 from kernelzero_jax.sft.data import PackedRows
-
-_DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
 
 
 def cross_entropy_objective() -> ts.Objective:
@@ -71,8 +66,8 @@ class SFTConfig:
     if self.batch_size % self.num_micro_batches:
       raise ValueError(f"batch_size {self.batch_size} is not a multiple of num_micro_batches "
                        f"{self.num_micro_batches}")
-    if self.compute_dtype not in _DTYPES:
-      raise ValueError(f"compute_dtype must be one of {sorted(_DTYPES)}")
+    if self.compute_dtype not in ts.DTYPES:
+      raise ValueError(f"compute_dtype must be one of {sorted(ts.DTYPES)}")
     if self.forward.fused_attention:
       raise ValueError("SFT packs several examples per row, which needs the einsum attention")
 
@@ -97,7 +92,7 @@ class SFTTrainer:
     self.progress = progress
     self.optimizer = ts.make_optimizer(config.optimizer)
     self.graphdef, self.state = ts.init_train_state(model, self.optimizer, seed=config.seed)
-    compute_dtype = _DTYPES[config.compute_dtype]
+    compute_dtype = ts.DTYPES[config.compute_dtype]
     objective = cross_entropy_objective()
     self._train_step = jax.jit(
         ts.make_train_step(self.graphdef, self.optimizer, num_micro_batches=config.num_micro_batches,
@@ -144,35 +139,17 @@ class SFTTrainer:
     metrics["epoch"] = (step * self.config.batch_size) / len(self.train_rows)
     return metrics
 
+  def _step_and_eval(self, step: int) -> dict[str, Any]:
+    metrics = self.step(step)
+    if step % self.config.eval_every == 0 or step == self.config.num_steps:
+      metrics["heldout_loss"] = self.heldout_loss()
+    return metrics
+
   def run(self, workdir: str) -> dict[str, Any]:
     cfg = self.config
-    os.makedirs(workdir, exist_ok=True)
-    metrics: dict[str, Any] = {}
-    with Checkpointer(workdir, max_to_keep=cfg.max_checkpoints) as ckpt:
-      start = 0
-      restored = ckpt.restore_latest(self.state)
-      if restored is not None:
-        self.state, learner_state = restored
-        start = int(learner_state["step"])
-        logging.info("resumed SFT from step %d in %s", start, workdir)
-      with MetricsWriter(workdir, resume_step=start) as writer:
-        if start == 0 and self.heldout_rows is not None:
-          writer.write(0, {"heldout_loss": self.heldout_loss()})
-        bar = None
-        if self.progress:
-          from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-          bar = tqdm(total=cfg.num_steps, initial=start, desc="sft", unit="step")
-        for step in range(start + 1, cfg.num_steps + 1):
-          metrics = self.step(step)
-          if step % cfg.eval_every == 0 or step == cfg.num_steps:
-            metrics["heldout_loss"] = self.heldout_loss()
-          writer.write(step, metrics)
-          if step % cfg.checkpoint_every == 0 or step == cfg.num_steps:
-            ckpt.save(step, self.state, {"step": step})
-            ckpt.wait()  # the next step donates the state
-          if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}")
-        if bar is not None:
-          bar.close()
-    return metrics
+    return run_resumable(
+        self, workdir, self._step_and_eval, num_steps=cfg.num_steps,
+        checkpoint_every=cfg.checkpoint_every, max_checkpoints=cfg.max_checkpoints,
+        progress=self.progress, desc="sft", postfix=lambda m: dict(loss=f"{m['loss']:.3f}"),
+        initial_metrics=lambda: (None if self.heldout_rows is None
+                                 else {"heldout_loss": self.heldout_loss()}))
