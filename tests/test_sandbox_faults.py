@@ -237,3 +237,47 @@ def test_a_forged_result_file_is_not_a_verdict(tmp_path, monkeypatch, ending):
   assert v.status == "runtime_error" and not v.correct
   assert ("secret" in v.reasons[0]) if ending == "exit0" else ("SIGKILL" in v.reasons[0] or
                                                                "-9" in v.reasons[0])
+
+
+def test_judge_and_worker_end_when_the_caller_is_killed(tmp_path):
+  """A caller killed mid-evaluation (a crashed trainer) leaves no judge or worker spinning."""
+  import os
+  import signal
+  import subprocess
+  import time
+  import psutil
+  script = tmp_path / "caller.py"
+  script.write_text(
+      "import sys\n"
+      "from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool\n"
+      f"ref = open({str(CANDIDATES / 'references/scaled_relu.py')!r}).read()\n"
+      f"cand = open({str(CANDIDATES / 'faults/hang_forward.py')!r}).read()\n"
+      "config = SandboxConfig(device='cpu', correctness_timeout_s=600.0, build_timeout_s=60.0)\n"
+      "SandboxPool(config, max_parallel=1).evaluate([Job(ref, cand, 'triton', 'hang')],\n"
+      "                                             progress=False)\n")
+  repo = pathlib.Path(__file__).parent.parent
+  caller = subprocess.Popen([sys.executable, str(script)], cwd=repo,
+                            env=dict(os.environ, PYTHONPATH=str(repo)))
+  judges = []
+  deadline = time.monotonic() + 120
+  while time.monotonic() < deadline and not judges:  # until the judge has started its worker
+    time.sleep(1)
+    judges = [p for p in psutil.process_iter(["cmdline"])
+              if "kernelzero_jax.sandbox.judge" in " ".join(p.info["cmdline"] or ())
+              and str(tmp_path) not in " ".join(p.info["cmdline"] or ())
+              and p.children()]
+    judges = [p for p in judges if _is_descendant_session_of(p, caller.pid)]
+  assert judges, "the judge never started"
+  family = judges + [c for j in judges for c in j.children(recursive=True)]
+  time.sleep(3)  # the worker is busy in the hanging forward
+  caller.send_signal(signal.SIGKILL)
+  caller.wait()
+  _, alive = psutil.wait_procs(family, timeout=20)
+  assert not alive, f"still running after the caller died: {[p.pid for p in alive]}"
+
+
+def _is_descendant_session_of(proc, pid: int) -> bool:
+  try:
+    return proc.ppid() == pid
+  except Exception:  # pylint: disable=broad-except
+    return False

@@ -409,6 +409,22 @@ class Judge:
       del refs
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+  """Ends this judge and its worker when the caller dies (killed trainer, Ctrl-C'd CLI).
+
+  The judge runs in a session of its own, so nothing else would stop a candidate that hangs
+  after its caller, with the deadline, is gone; without this it would spin forever."""
+  def watch():
+    while True:
+      time.sleep(1.0)
+      if os.getppid() != parent_pid:
+        _kill_descendants()
+        os._exit(3)  # pylint: disable=protected-access
+
+  import threading  # pylint: disable=import-outside-toplevel
+  threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def run_job(job: dict[str, Any]) -> V.Verdict:
   return Judge(job).run()
 
@@ -419,6 +435,7 @@ def main(argv: list[str]) -> int:
     return 2
   with contextlib.suppress(Exception):
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+  _exit_with_parent(os.getppid())
   # The caller's secret arrives on stdin (not argv or the environment, which other processes
   # can read); the verdict is only accepted with it, so a candidate that writes a result file
   # and kills this judge forges nothing.
