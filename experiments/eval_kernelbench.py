@@ -26,6 +26,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the sandbox s
 from absl import app
 from absl import flags
 
+from kernelzero_jax.coder.prompts import PROMPT_STYLES
 from kernelzero_jax.evaluation.driver import EvalConfig, run_eval
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.tasks.kernelbench import TaskError
@@ -49,7 +50,8 @@ _POLICY = flags.DEFINE_string("policy_checkpoint", None, "Our Orbax workdir (tra
 _TEACHER = flags.DEFINE_bool("teacher", False, "Evaluate the rule-based teacher as the Coder.")
 _PRESET = flags.DEFINE_string("preset", "tiny", "Architecture for --policy_checkpoint alone.")
 _TOKENIZER = flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: the model's).")
-_ONE_SHOT = flags.DEFINE_bool("one_shot", True, "KernelBench one-shot prompt.")
+_PROMPT_STYLE = flags.DEFINE_enum("prompt_style", "one_shot", list(PROMPT_STYLES),
+                                  "The Coder prompt (coder/prompts.py); one_shot is KernelBench's.")
 _DEVICE = flags.DEFINE_enum("device", "cuda", ["cuda", "cpu"], "Where candidates run.")
 _TOLERANCE = flags.DEFINE_string("tolerance", "kernelzero", "Tolerance preset.")
 _COMPILE = flags.DEFINE_bool("compare_torch_compile", False, "Also time torch.compile.")
@@ -69,7 +71,7 @@ def main(argv):
         num_samples=_N.value, samples_dir=_SAMPLES_DIR.value, model_dir=_MODEL_DIR.value,
         policy_checkpoint=_POLICY.value, teacher=_TEACHER.value, preset=_PRESET.value, tokenizer_dir=_TOKENIZER.value,
         temperature=_TEMPERATURE.value, top_p=_TOP_P.value, max_new_tokens=_MAX_NEW.value,
-        seed=_SEED.value, one_shot=_ONE_SHOT.value, max_parallel=_MAX_PARALLEL.value,
+        seed=_SEED.value, prompt_style=_PROMPT_STYLE.value, max_parallel=_MAX_PARALLEL.value,
         sandbox=SandboxConfig(device=_DEVICE.value, tolerance=_TOLERANCE.value,
                               compare_torch_compile=_COMPILE.value,
                               timing=_DEVICE.value == "cuda"))

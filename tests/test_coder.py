@@ -90,7 +90,7 @@ def test_each_backend_shows_its_own_example():
 
 @pytest.mark.parametrize("backend", coder.BACKENDS)
 def test_zero_shot_prompt_has_no_example(backend):
-  user = _user(coder.coder_messages(REFERENCE, backend, one_shot=False))
+  user = _user(coder.coder_messages(REFERENCE, backend, "zero_shot"))
   assert f"```python\n{REFERENCE}```\n" in user
   assert EXAMPLE_REFERENCE not in user and coder.example_sources(backend)[1] not in user
   assert "example architecture" not in user and "Here is an example" not in user
@@ -100,7 +100,7 @@ def test_zero_shot_prompt_has_no_example(backend):
 
 def test_reference_without_final_newline_is_kept_verbatim():
   source = "import torch\n\nclass Model(torch.nn.Module):\n    pass"
-  user = _user(coder.coder_messages(source, "triton", one_shot=False))
+  user = _user(coder.coder_messages(source, "triton", "zero_shot"))
   assert f"```python\n{source}\n```\n" in user
 
 

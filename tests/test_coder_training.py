@@ -106,7 +106,7 @@ def test_config_files_resolve_and_reject_unknown_fields():
 def _train_coder(workdir, *overrides):
   cmd = [sys.executable, "-m", "experiments.train_coder",
          "--config=experiments/configs/coder_tiny_triton.py", f"--workdir={workdir}",
-         "--config.one_shot=False", "--config.learner.num_steps=1",
+         "--config.prompt_style=zero_shot", "--config.learner.num_steps=1",
          "--config.learner.rollout.prompts_per_step=1", "--config.learner.rollout.group_size=2",
          "--config.learner.rollout.max_new_tokens=8",
          # A None-default (placeholder) field set from the command line:
@@ -124,7 +124,7 @@ def test_train_coder_runs_resumes_and_guards_its_workdir(tmp_path):
   assert os.path.exists(workdir / "samples" / "step_000001.jsonl")
   assert os.listdir(workdir / "checkpoints") == ["1"]
   saved = json.load(open(workdir / "config.json"))
-  assert saved["learner"]["rollout"]["group_size"] == 2 and saved["one_shot"] is False
+  assert saved["learner"]["rollout"]["group_size"] == 2 and saved["prompt_style"] == "zero_shot"
   assert saved["learner"]["rollout"]["temperature"] == 1.0  # untouched fields keep defaults
   assert saved["policy"]["tokenizer_dir"] == TINY_TOKENIZER_DIR
 

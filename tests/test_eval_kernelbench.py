@@ -132,7 +132,7 @@ def test_command_end_to_end_from_a_policy_checkpoint(bench):
           f"--kernelbench_dir={bench / 'kb'}", "--levels=1",
           "--backend=triton", "--device=cpu", "--num_samples=2", "--temperature=1.0",
           "--problem_ids=1/2",
-          "--max_new_tokens=8", "--one_shot=false", f"--workdir={work}"]
+          "--max_new_tokens=8", "--prompt_style=zero_shot", f"--workdir={work}"]
   proc = subprocess.run(base + [f"--policy_checkpoint={bench / 'no_ckpt'}"], cwd=REPO,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode != 0 and "no checkpoints" in proc.stderr  # named, not a traceback soup

@@ -65,7 +65,7 @@ class CoderEnvironment:
 
   def __init__(self, modules: Sequence[Task], tokenizer, backend: str,
                sandbox_config: SandboxConfig, max_parallel: int | None = None,
-               one_shot: bool = True, progress: bool = False):
+               prompt_style: str = "one_shot", progress: bool = False):
     if not modules:
       raise ValueError("the Coder environment needs at least one reference module")
     if backend not in prompts_lib.BACKENDS:
@@ -83,7 +83,7 @@ class CoderEnvironment:
     # Prompts are fixed per module: render and tokenize each once.
     self._prompt_ids = [
         tuple(prompts_lib.encode_prompt(tokenizer, prompts_lib.coder_messages(
-            m.source, backend, one_shot=one_shot))) for m in self.modules]
+            m.source, backend, prompt_style))) for m in self.modules]
 
   def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator) -> list[Prompt]:
     """`num_prompts` modules drawn without replacement while there are enough, uniformly."""

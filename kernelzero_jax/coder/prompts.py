@@ -75,6 +75,20 @@ _TASK = (
     "usage, no __main__ block).")
 
 
+_COMPACT_TASK = (
+    "{reference}"
+    "\n"
+    "Write ModelNew: Model with its forward computed in custom {kernels}, in one ```python "
+    "block.")
+
+# How much the prompt says besides the task's architecture:
+#   one_shot:  the rules, a worked example and the task (the KernelBench convention);
+#   zero_shot: the rules and the task;
+#   compact:   the task and one line of instruction, for a policy trained on this format (the
+#              tiny warm start, whose compute goes mostly to prompt tokens otherwise).
+PROMPT_STYLES = ("one_shot", "zero_shot", "compact")
+
+
 def _check_backend(backend: str) -> None:
   if backend not in BACKENDS:
     raise ValueError(f"unknown Coder backend {backend!r}; expected one of {BACKENDS}")
@@ -99,22 +113,27 @@ def _fenced(source: str) -> str:
 
 
 def coder_messages(reference_source: str, backend: str,
-                   one_shot: bool = True) -> list[dict[str, str]]:
+                   prompt_style: str = "one_shot") -> list[dict[str, str]]:
   """The chat messages ([system, user]) that ask for a `ModelNew` of `reference_source`.
 
-  `one_shot=False` leaves the example out (a shorter prompt for a policy that already knows the
-  format, e.g. after SFT).
+  `prompt_style` (PROMPT_STYLES): "zero_shot" leaves the example out, "compact" the rules too
+  (shorter prompts for a policy that already knows the format, e.g. after SFT).
   """
   _check_backend(backend)
+  if prompt_style not in PROMPT_STYLES:
+    raise ValueError(f"unknown prompt style {prompt_style!r}; expected one of {PROMPT_STYLES}")
   kernels, how = _BACKEND_TEXT[backend]
+  system = {"role": "system", "content": _SYSTEM.format(kernels=kernels)}
+  if prompt_style == "compact":
+    return [system, {"role": "user", "content": _COMPACT_TASK.format(
+        reference=_fenced(reference_source), kernels=kernels)}]
   parts = [_TASK_INTRO.format(kernels=kernels)]
-  if one_shot:
+  if prompt_style == "one_shot":
     example_reference, example_candidate = example_sources(backend)
     parts.append(_EXAMPLE.format(reference=_fenced(example_reference), how=how,
                                  candidate=_fenced(example_candidate)))
   parts.append(_TASK.format(reference=_fenced(reference_source), kernels=kernels))
-  return [{"role": "system", "content": _SYSTEM.format(kernels=kernels)},
-          {"role": "user", "content": "\n".join(parts)}]
+  return [system, {"role": "user", "content": "\n".join(parts)}]
 
 
 def _check_messages(messages: Sequence[Mapping[str, str]]) -> None:

@@ -31,7 +31,7 @@ class CoderRunConfig:
   # Reference modules to train on: files and directories of KernelBench-format modules. Empty:
   # the small references that ship with the package. (KernelBench itself is the test set.)
   modules: tuple[str, ...] = ()
-  one_shot: bool = True
+  prompt_style: str = "one_shot"  # coder.prompts.PROMPT_STYLES
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0  # concurrent sandbox judges; 0: one per CPU core
   # Lay the policy out on a mesh of all visible devices (FSDP x TP, by `sharding`'s rules);
@@ -50,7 +50,7 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
                               + (f": {problems}" if problems else ""))
   model, tokenizer = load_policy(config.policy, "float32")
   env = CoderEnvironment(tasks, tokenizer, config.backend, config.sandbox,
-                         max_parallel=config.max_parallel or None, one_shot=config.one_shot)
+                         max_parallel=config.max_parallel or None, prompt_style=config.prompt_style)
   eos = eos_token_ids(tokenizer, model.config)
   pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
   mesh = config.sharding.make_mesh() if config.use_mesh else None

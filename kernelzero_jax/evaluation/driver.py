@@ -51,7 +51,7 @@ class EvalConfig:
   max_new_tokens: int = 4096
   seed: int = 0
   prompt_batch: int = 8                   # problems per sampler call
-  one_shot: bool = True
+  prompt_style: str = "one_shot"         # coder.prompts.PROMPT_STYLES
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0
   progress: bool = True
@@ -129,7 +129,7 @@ def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) ->
   for start in range(0, len(todo), config.prompt_batch):
     chunk = todo[start:start + config.prompt_batch]
     prompts = [encode_prompt(tokenizer, coder_messages(t.source, config.backend,
-                                                       one_shot=config.one_shot)) for t in chunk]
+                                                       config.prompt_style)) for t in chunk]
     # One seed per chunk position, so a resumed run samples what an uninterrupted one would.
     out = sampler.sample(prompts, config.max_new_tokens, seed=config.seed + start,
                          temperature=config.temperature, top_p=config.top_p,
