@@ -381,7 +381,7 @@ def test_make_teacher_data_end_to_end(tmp_path):
   out = tmp_path / "pairs.jsonl"
   proc = subprocess.run(
       [sys.executable, "-m", "experiments.make_teacher_data", "--num_modules=4", "--seed=7",
-       "--split=train", "--backend=triton", "--device=cpu", "--size=small", "--one_shot=false",
+       "--split=train", "--backend=triton", "--device=cpu", "--size=small", "--prompt_style=zero_shot",
        f"--out={out}"], cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -394,7 +394,7 @@ def test_make_teacher_data_end_to_end(tmp_path):
     pair = json.loads(line)
     assert [m["role"] for m in pair["messages"]] == ["system", "user"]
     assert source in pair["messages"][1]["content"]
-    assert "Here is an example" not in pair["messages"][1]["content"]  # --one_shot=false
+    assert "Here is an example" not in pair["messages"][1]["content"]  # --prompt_style=zero_shot
     assert extract_code(pair["completion"]).code.strip() == teacher.write_triton(spec).strip()
     assert pair["meta"]["name"] == name and pair["meta"]["status"] == "correct"
     assert pair["meta"]["kind"] == spec.kind and pair["meta"]["speedup"] is None

@@ -54,7 +54,17 @@ def training_files() -> list[str]:
   return sorted(files)
 
 
-def build_tokenizer(files: list[str]):
+def read_texts(files: list[str]) -> list[str]:
+  texts = []
+  for path in files:
+    with open(path, encoding="utf-8") as f:
+      texts.append(f.read())
+  return texts
+
+
+def build_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE, min_frequency: int = 2):
+  """A byte-level BPE of at most `vocab_size` tokens (special tokens included) trained on
+  `texts`; fewer when the texts hold fewer mergeable pairs (see write())."""
   # pylint: disable-next=import-outside-toplevel
   from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
                           trainers)
@@ -67,24 +77,27 @@ def build_tokenizer(files: list[str]):
   tokenizer.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False,
                                          use_regex=False)
   trainer = trainers.BpeTrainer(
-      vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+      vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS,
       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-  texts = []
-  for path in files:
-    with open(path, encoding="utf-8") as f:
-      texts.append(f.read())
   tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
-  if tokenizer.get_vocab_size() != VOCAB_SIZE:
-    raise RuntimeError(f"trained vocabulary has {tokenizer.get_vocab_size()} tokens, "
-                       f"wanted {VOCAB_SIZE} (too little training text?)")
   return tokenizer
 
 
-def write(out_dir: str) -> None:
+def write(out_dir: str, texts: list[str] | None = None, vocab_size: int = VOCAB_SIZE,
+          exact_size: bool = True) -> int:
+  """Trains on `texts` (default: the torch.nn sources) and saves a transformers tokenizer
+  directory; returns the vocabulary size. `exact_size=False` accepts a smaller vocabulary than
+  `vocab_size` (a narrow corpus such as the teacher's kernels runs out of pairs to merge)."""
   # One thread: the trainer's parallel word counting is the only source of nondeterminism.
   os.environ["RAYON_NUM_THREADS"] = "1"
   os.environ["TOKENIZERS_PARALLELISM"] = "false"
-  tokenizer = build_tokenizer(training_files())
+  if texts is None:
+    texts = read_texts(training_files())
+  tokenizer = build_tokenizer(texts, vocab_size)
+  if tokenizer.get_vocab_size() > vocab_size or (exact_size
+                                                 and tokenizer.get_vocab_size() != vocab_size):
+    raise RuntimeError(f"trained vocabulary has {tokenizer.get_vocab_size()} tokens, "
+                       f"wanted {vocab_size} (too little training text?)")
   os.makedirs(out_dir, exist_ok=True)
   tokenizer.save(os.path.join(out_dir, "tokenizer.json"), pretty=True)
   added = {
@@ -114,6 +127,7 @@ def write(out_dir: str) -> None:
   with open(os.path.join(out_dir, "special_tokens_map.json"), "w") as f:
     json.dump(special_tokens_map, f, indent=2, sort_keys=True)
     f.write("\n")
+  return tokenizer.get_vocab_size()
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 whose teacher candidate the sandbox judges `correct`.
 
 A pair is one JSON object (a line of the JSONL file):
-  {"messages": coder_messages(reference, backend, one_shot),  # [system, user]
+  {"messages": coder_messages(reference, backend, prompt_style),  # [system, user]
    "completion": "```python\\n<ModelNew source>\\n```",
    "meta": {"name", "kind", "structure", "status", "speedup", "degenerate"}}
 The completion is fenced the way the Coder's prompt asks for its answer, so the SFT target is
@@ -35,7 +35,8 @@ def completion_text(candidate_source: str) -> str:
 
 
 def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxConfig,
-               max_parallel: int | None = None, one_shot: bool = False, progress: bool = True
+               max_parallel: int | None = None, prompt_style: str = "zero_shot",
+               comments: bool = True, progress: bool = True
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
   """Judges the teacher's candidate for every module; returns (pairs, report).
 
@@ -46,7 +47,7 @@ def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxC
   for name, source, spec in modules:
     try:
       spec = spec if spec is not None else understand(source)
-      candidate = write(spec, backend)
+      candidate = write(spec, backend, comments)
     except NotInFamily as e:
       failures.append({"name": name, "kind": None, "status": "not_in_family",
                        "reasons": [e.reason]})
@@ -70,7 +71,7 @@ def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxC
     if verdict.degenerate:
       degenerate.append({"name": name, "flags": list(verdict.degenerate)})
     pairs.append({
-        "messages": coder_messages(source, backend, one_shot=one_shot),
+        "messages": coder_messages(source, backend, prompt_style),
         "completion": completion_text(candidate),
         "meta": {"name": name, "kind": spec.kind, "structure": spec.describe(),
                  "status": verdict.status, "speedup": verdict.speedup,
@@ -102,14 +103,16 @@ def write_jsonl(pairs: Sequence[dict[str, Any]], path: str) -> None:
 
 
 def make_teacher_data(num_modules: int, seed: int, split: str, backend: str, device: str | None,
-                      size: str, one_shot: bool, out: str, max_parallel: int | None = None,
-                      timing: bool = True, progress: bool = True) -> dict[str, Any]:
+                      size: str, prompt_style: str, out: str, comments: bool = True,
+                      max_parallel: int | None = None, timing: bool = True,
+                      progress: bool = True) -> dict[str, Any]:
   """Generates modules, keeps the teacher's sandbox-correct candidates as pairs, writes them to
   `out` (JSONL) and returns the report (what experiments.make_teacher_data prints)."""
   modules = generator.generate_modules(num_modules, seed, split=split, size=size)
   config = SandboxConfig(device=device or ("cuda" if cuda_visible() else "cpu"), timing=timing)
   pairs, report = make_pairs(modules, backend, config, max_parallel=max_parallel,
-                             one_shot=one_shot, progress=progress)
+                             prompt_style=prompt_style, comments=comments, progress=progress)
   write_jsonl(pairs, out)
-  report.update({"split": split, "seed": seed, "size": size, "one_shot": one_shot, "out": out})
+  report.update({"split": split, "seed": seed, "size": size, "prompt_style": prompt_style,
+                 "comments": comments, "out": out})
   return report
