@@ -44,6 +44,20 @@ def read_jsonl(path: str) -> list[dict]:
 read_metrics = read_jsonl  # the records of a metrics.jsonl
 
 
+def _summary_writer(logdir: str):
+  """A TensorBoard event writer: tensorboardX's, else torch's (which needs the tensorboard
+  package), so that an image with either runs; neither is an error that says what to install."""
+  try:
+    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    try:
+      from torch.utils.tensorboard import SummaryWriter  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+      raise ImportError("TensorBoard metrics need tensorboardX (pip install tensorboardX) or "
+                        "torch with the tensorboard package") from e
+  return SummaryWriter(logdir)
+
+
 class MetricsWriter:
 
   def __init__(self, workdir: str, resume_step: Optional[int] = None, tensorboard: bool = True):
@@ -58,8 +72,7 @@ class MetricsWriter:
     self._file = open(self.path, "a")
     self._tb = None
     if tensorboard:
-      from tensorboardX import SummaryWriter
-      self._tb = SummaryWriter(os.path.join(workdir, "tb"))
+      self._tb = _summary_writer(os.path.join(workdir, "tb"))
 
   def write(self, step: int, metrics: Mapping[str, Any]):
     record = {"step": int(step), **{k: _to_python(v) for k, v in metrics.items()}}
