@@ -106,6 +106,18 @@ PRESETS: dict[str, ModelConfig] = {
     "tiny": _preset(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                     rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=4096),
+    # The Coder's tiny warm start (kernelzero_jax/warm_start.py): wide enough to copy a kernel
+    # template and translate a module's ops, small enough to SFT on two CPU cores in minutes.
+    # Its tokenizer is trained on the teacher's pairs (at most 2048 tokens).
+    "coder-tiny": _preset(vocab_size=2048, hidden_size=128, intermediate_size=384,
+                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                          head_dim=32, rope_theta=10000.0, tie_word_embeddings=True,
+                          max_position_embeddings=4096),
+    # The warm start's larger recipe for one GPU (experiments/configs/warm_start_gpu.py).
+    "coder-small": _preset(vocab_size=2048, hidden_size=512, intermediate_size=1536,
+                           num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=4,
+                           head_dim=64, rope_theta=10000.0, tie_word_embeddings=True,
+                           max_position_embeddings=4096),
     "qwen2.5-coder-0.5b": _preset(vocab_size=151936, hidden_size=896, intermediate_size=4864,
                                   num_hidden_layers=24, num_attention_heads=14,
                                   num_key_value_heads=2, head_dim=64, tie_word_embeddings=True,

@@ -1,0 +1,36 @@
+r"""The tiny warm start of the Coder, from nothing, on a CPU (Triton interpreter).
+
+    python -m experiments.warm_start --config=experiments/configs/warm_start_tiny.py \
+        --workdir=/tmp/warm_start_tiny
+
+Stages (kernelzero_jax/warm_start.py): 400 train-split and 64 held-out-split modules of the
+teacher's family (small sizes), the teacher's comment-free Triton kernels for them checked by the
+sandbox; a byte-level BPE trained on the train pairs; SFT of PRESETS["coder-tiny"] from random
+weights (seed 0) on compact prompts; greedy held-out pass rate; CA-GRPO from the SFT checkpoint on
+64 fresh train-split modules; held-out pass rate again; warm_start.png.
+
+RESULTS_PLACEHOLDER
+"""
+
+from kernelzero_jax import configs
+from kernelzero_jax.warm_start import WarmStartConfig
+
+
+def get_config():
+  return configs.config_dict(
+      WarmStartConfig,
+      seed=0,
+      num_train_modules=400, num_heldout_modules=64, num_rl_modules=64,
+      policy=dict(preset="coder-tiny", init_seed=0),
+      sft=dict(seed=0, num_steps=400, batch_size=8, seq_len=1152, compute_dtype="float32",
+               eval_every=50, checkpoint_every=50,
+               optimizer=dict(learning_rate=3e-3, warmup_steps=10, total_steps=400,
+                              schedule="cosine", weight_decay=0.01)),
+      eval_samples=1, eval_temperature=0.0, eval_max_new_tokens=1024,
+      learner=dict(
+          seed=0, num_steps=10,
+          rollout=dict(prompts_per_step=8, group_size=8, max_new_tokens=1024, temperature=1.0),
+          optimizer=dict(learning_rate=1e-4, warmup_steps=1, total_steps=10),
+          compute_dtype="float32", sample_dtype="float32"),
+      sandbox=dict(device="cpu", timing=False, num_correct_trials=2),
+      max_parallel=2)

@@ -1,0 +1,317 @@
+"""The Coder's warm start, from nothing: what `python -m experiments.warm_start` runs.
+
+Every stage writes under the workdir and is skipped when its output is there, so a killed run
+resumes where it stopped (SFT and RL also resume mid-stage from their checkpoints):
+
+  data/        teacher pairs, sandbox-checked (teacher.make_pairs): train.jsonl from the train
+               split, heldout.jsonl from the held-out split (op structures never trained on),
+               their reports, heldout_problems/level1/*.py (the held-out modules whose teacher
+               kernel is correct and whose reference is not degenerate, in KernelBench layout)
+               and rl_modules/*.py (fresh train-split modules for the RL stage)
+  tokenizer/   a byte-level BPE trained on the train pairs' text (at most `vocab_size` tokens)
+  sft/         SFT of `policy` (random init) on train.jsonl, held-out loss on heldout.jsonl
+  eval_sft/    the SFT'd policy's candidates for heldout_problems, judged by the sandbox
+  rl/          CA-GRPO from sft/ on rl_modules (skipped when learner.num_steps is 0)
+  eval_rl/     the same held-out evaluation after RL
+  summary.json the numbers of every stage; warm_start.png the curves
+
+The held-out pass rate is the share of held-out (problem, sample) pairs judged correct: pass@1
+over `eval_samples` samples per problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Any, Optional
+
+from kernelzero_jax import configs
+from kernelzero_jax.coder.prompts import PROMPT_STYLES
+from kernelzero_jax.policy import PolicyConfig
+from kernelzero_jax.rl.learner import LearnerConfig
+from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.sft.trainer import SFTConfig
+
+SUMMARY_FILE = "summary.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartConfig:
+  seed: int = 0                  # module draws; SFT and RL have their own seeds below
+  backend: str = "triton"
+  size: str = "small"            # module sizes (teacher.generator.SIZES); small: CPU friendly
+  num_train_modules: int = 400
+  num_heldout_modules: int = 64
+  num_rl_modules: int = 64
+  prompt_style: str = "compact"  # coder.prompts.PROMPT_STYLES
+  comments: bool = False         # keep the teacher's comments in the SFT targets
+  vocab_size: int = 2048         # at most; must not exceed the policy's vocabulary
+  policy: PolicyConfig = PolicyConfig(preset="coder-tiny")
+  sft: SFTConfig = SFTConfig()
+  # Held-out evaluation: samples per problem, sampling temperature (0: greedy), length cap.
+  eval_samples: int = 1
+  eval_temperature: float = 0.0
+  eval_max_new_tokens: int = 1024
+  learner: LearnerConfig = LearnerConfig()
+  sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+  max_parallel: int = 0          # concurrent sandbox judges; 0: one per CPU core
+  # The workdir of an earlier warm start whose data/ and tokenizer/ this one reuses (e.g. a
+  # larger policy on the same pairs); its data fields (DATA_FIELDS) must equal these.
+  data_from: Optional[str] = None
+
+  def __post_init__(self):
+    if self.prompt_style not in PROMPT_STYLES:
+      raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
+    if self.policy.model_dir is not None or self.policy.tokenizer_dir is not None:
+      raise ValueError("the warm start builds its policy from a preset and trains its own "
+                       "tokenizer: leave policy.model_dir and policy.tokenizer_dir unset")
+    if min(self.num_train_modules, self.num_heldout_modules, self.eval_samples) < 1:
+      raise ValueError("num_train_modules, num_heldout_modules and eval_samples must be >= 1")
+
+
+# The fields that decide data/ and tokenizer/ (what data_from must agree on).
+DATA_FIELDS = ("seed", "backend", "size", "num_train_modules", "num_heldout_modules",
+               "num_rl_modules", "prompt_style", "comments", "vocab_size")
+
+
+def reuse_data(config: WarmStartConfig, workdir: str) -> None:
+  """Copies data/ and tokenizer/ from config.data_from (once), after checking that they were
+  made with the same data fields."""
+  source = config.data_from
+  saved = _read_json(os.path.join(source, "config.json"))
+  if saved is None:
+    raise configs.ConfigError(f"data_from {source} is not a warm start workdir (no config.json)")
+  differ = [k for k in DATA_FIELDS if saved.get(k) != getattr(config, k)]
+  if differ:
+    raise configs.ConfigError(f"data_from {source} was made with other data fields: {differ}")
+  done = _read_json(os.path.join(source, SUMMARY_FILE)) or {}
+  if "tokenizer" not in done:
+    raise configs.ConfigError(f"data_from {source} has not finished its data and tokenizer")
+  for name in ("data", "tokenizer"):
+    if not os.path.isdir(os.path.join(workdir, name)):
+      shutil.copytree(os.path.join(source, name), os.path.join(workdir, name + ".tmp"))
+      os.replace(os.path.join(workdir, name + ".tmp"), os.path.join(workdir, name))
+
+
+def _paths(workdir: str) -> dict[str, str]:
+  names = ("data", "tokenizer", "sft", "eval_sft", "rl", "eval_rl")
+  return {n: os.path.join(workdir, n) for n in names}
+
+
+def _write_json(path: str, obj: Any) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(obj, f, indent=2, default=str)
+  os.replace(tmp, path)
+
+
+def _read_json(path: str) -> Optional[Any]:
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> dict[str, Any]:
+  """The data stage; returns {split: report} (each written as data/{split}_report.json)."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.teacher import generator
+  from kernelzero_jax.teacher.pairs import make_pairs, write_jsonl
+  os.makedirs(data_dir, exist_ok=True)
+  reports = {}
+  draws = {"train": (config.num_train_modules, config.seed),
+           "heldout": (config.num_heldout_modules, config.seed + 1)}
+  for split, (num, seed) in draws.items():
+    report_path = os.path.join(data_dir, f"{split}_report.json")
+    report = _read_json(report_path)
+    if report is None:
+      modules = generator.generate_modules(num, seed, split=split, size=config.size)
+      pairs, report = make_pairs(modules, config.backend, config.sandbox,
+                                 max_parallel=config.max_parallel or None,
+                                 prompt_style=config.prompt_style, comments=config.comments,
+                                 progress=progress)
+      write_jsonl(pairs, os.path.join(data_dir, f"{split}.jsonl"))
+      if split == "heldout":
+        # Only modules the teacher solves and whose outputs can tell a right kernel from a
+        # wrong one: the policy's held-out pass rate is then a share of solvable problems.
+        usable = {p["meta"]["name"] for p in pairs if not p["meta"]["degenerate"]}
+        level_dir = os.path.join(data_dir, "heldout_problems", "level1")
+        os.makedirs(level_dir, exist_ok=True)
+        for i, (name, source, _) in enumerate(m for m in modules if m[0] in usable):
+          with open(os.path.join(level_dir, f"{i + 1}_{name}.py"), "w", encoding="utf-8") as f:
+            f.write(source)
+        report["num_problems"] = len(usable)
+      report.update(split=split, seed=seed)
+      _write_json(report_path, report)  # last: its presence marks the split done
+    reports[split] = report
+  rl_dir = os.path.join(data_dir, "rl_modules")
+  if config.num_rl_modules and not os.path.isdir(rl_dir):
+    tmp = rl_dir + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    for name, source, _ in generator.generate_modules(config.num_rl_modules, config.seed + 2,
+                                                      split="train", size=config.size):
+      with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as f:
+        f.write(source)
+    os.replace(tmp, rl_dir)
+  return reports
+
+
+def make_tokenizer(config: WarmStartConfig, data_dir: str, out_dir: str) -> int:
+  """Trains the tokenizer on the train pairs' prompts and completions; returns its size."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.assets import make_tiny_tokenizer
+  from kernelzero_jax.model.config import PRESETS
+  from kernelzero_jax.sft.data import read_pairs
+  from kernelzero_jax.tokenizer import load_tokenizer
+  if os.path.exists(os.path.join(out_dir, "tokenizer_config.json")):
+    return len(load_tokenizer(out_dir))
+  model_vocab = PRESETS[config.policy.preset].vocab_size
+  if config.vocab_size > model_vocab:
+    raise configs.ConfigError(f"vocab_size {config.vocab_size} exceeds the vocabulary of preset "
+                              f"{config.policy.preset!r} ({model_vocab})")
+  texts = []
+  for pair in read_pairs(os.path.join(data_dir, "train.jsonl")):
+    texts.extend(m["content"] for m in pair.get("messages", ()))
+    texts.append(pair.get("prompt", ""))
+    texts.append(pair["completion"])
+  tmp = out_dir + ".tmp"
+  size = make_tiny_tokenizer.write(tmp, texts, config.vocab_size, exact_size=False)
+  os.replace(tmp, out_dir)
+  return size
+
+
+def _policy(config: WarmStartConfig, paths: dict[str, str], init_from: Optional[str]
+            ) -> PolicyConfig:
+  return dataclasses.replace(config.policy, tokenizer_dir=paths["tokenizer"], init_from=init_from)
+
+
+def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_workdir: str,
+                     out_dir: str, progress: bool = True) -> dict[str, Any]:
+  """The held-out pass rate of the policy in `policy_workdir` (its latest checkpoint)."""
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.evaluation.driver import EvalConfig, run_eval
+  summary = run_eval(EvalConfig(
+      workdir=out_dir, kernelbench_dir=os.path.join(paths["data"], "heldout_problems"),
+      levels=(1,), backend=config.backend, num_samples=config.eval_samples,
+      policy_checkpoint=policy_workdir, preset=config.policy.preset,
+      tokenizer_dir=paths["tokenizer"], temperature=config.eval_temperature,
+      max_new_tokens=config.eval_max_new_tokens, seed=config.seed,
+      prompt_style=config.prompt_style, sandbox=config.sandbox,
+      max_parallel=config.max_parallel, progress=progress))
+  every = summary["levels"]["all"]
+  return {"pass_rate": every["num_correct"] / max(every["num_samples"], 1),
+          "num_correct": every["num_correct"], "num_problems": every["num_problems"],
+          "num_samples": every["num_samples"], "pass_at_k": every["pass_at_k"],
+          "status_counts": every["status"]["counts"]}
+
+
+def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[str, Any]:
+  """Runs (or resumes) every stage in `workdir`; returns the summary (also summary.json)."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.coder.train import CoderRunConfig
+  from kernelzero_jax.coder.train import train as train_coder
+  from kernelzero_jax.sft.run import SFTRunConfig
+  from kernelzero_jax.sft.run import train as train_sft
+  # More RL steps may be asked of a finished run (the RL stage resumes from its checkpoint and
+  # the held-out evaluation after it is redone); anything else is another experiment.
+  configs.check_workdir_config(workdir, config, resumable=("learner.num_steps",))
+  paths = _paths(workdir)
+  summary_path = os.path.join(workdir, SUMMARY_FILE)
+  summary = _read_json(summary_path) or {}
+  times = summary.setdefault("wall_s", {})
+  if summary.get("rl", {}).get("num_steps", config.learner.num_steps) != config.learner.num_steps:
+    for key in ("rl", "eval_rl"):
+      summary.pop(key, None)
+      times.pop(key, None)
+    shutil.rmtree(paths["eval_rl"], ignore_errors=True)  # its verdicts are the old policy's
+
+  def stage(name, fn):
+    if name in summary:
+      return summary[name]
+    logging.info("warm start: %s", name)
+    t0 = time.perf_counter()
+    summary[name] = fn()
+    times[name] = round(time.perf_counter() - t0, 1)
+    _write_json(summary_path, summary)
+    return summary[name]
+
+  if config.data_from is not None:
+    reuse_data(config, workdir)  # the stages below then find their outputs and only read them
+  data = stage("data", lambda: {
+      split: {k: r[k] for k in ("num_modules", "num_pairs", "pass_rate", "by_kind", "statuses",
+                                "num_problems") if k in r}
+      for split, r in make_data(config, paths["data"], progress).items()})
+  if data["heldout"].get("num_problems", 0) == 0:
+    raise RuntimeError("no usable held-out problem: the teacher solved none of the held-out "
+                       f"modules (see {paths['data']}/heldout_report.json)")
+  stage("tokenizer", lambda: {"vocab_size": make_tokenizer(config, paths["data"],
+                                                            paths["tokenizer"])})
+  sft_config = SFTRunConfig(policy=_policy(config, paths, None), sft=config.sft,
+                            train_data=os.path.join(paths["data"], "train.jsonl"),
+                            heldout_data=os.path.join(paths["data"], "heldout.jsonl"))
+  stage("sft", lambda: _last_metrics(train_sft(sft_config, paths["sft"], progress=progress),
+                                     ("loss", "heldout_loss", "epoch")))
+  stage("eval_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["eval_sft"],
+                                             progress))
+  if config.learner.num_steps > 0:
+    rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
+                               learner=config.learner, backend=config.backend,
+                               modules=(os.path.join(paths["data"], "rl_modules"),),
+                               prompt_style=config.prompt_style, sandbox=config.sandbox,
+                               max_parallel=config.max_parallel)
+    stage("rl", lambda: dict(
+        _last_metrics(train_coder(rl_config, paths["rl"], progress=progress),
+                      ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
+    stage("eval_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["eval_rl"],
+                                              progress))
+  summary["plot"] = plot_curves(workdir, summary, os.path.join(workdir, "warm_start.png"))
+  _write_json(summary_path, summary)
+  return summary
+
+
+def _last_metrics(metrics: Optional[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+  metrics = metrics or {}
+  return {k: metrics[k] for k in keys if k in metrics}
+
+
+def plot_curves(workdir: str, summary: dict[str, Any], path: str) -> str:
+  """warm_start.png: SFT train and held-out loss; RL reward and accuracy per step, with the
+  held-out pass rate before and after RL. Returns `path`."""
+  # pylint: disable=import-outside-toplevel
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  from kernelzero_jax.metrics import read_jsonl
+  paths = _paths(workdir)
+  sft = read_jsonl(os.path.join(paths["sft"], "metrics.jsonl"))
+  rl = read_jsonl(os.path.join(paths["rl"], "metrics.jsonl"))
+  fig, (ax_sft, ax_rl) = plt.subplots(1, 2, figsize=(11, 4))
+  train = [(m["step"], m["loss"]) for m in sft if "loss" in m]
+  heldout = [(m["step"], m["heldout_loss"]) for m in sft if m.get("heldout_loss") is not None]
+  for points, label in ((train, "train loss"), (heldout, "held-out loss")):
+    if points:
+      ax_sft.plot(*zip(*points), marker="." if label.startswith("held") else None, label=label)
+  ax_sft.set(xlabel="SFT step", ylabel="cross-entropy (nats / token)", yscale="log",
+             title="SFT on teacher pairs")
+  ax_sft.legend()
+  steps = [m["step"] for m in rl if "reward_mean" in m]
+  if steps:
+    ax_rl.plot(steps, [m["reward_mean"] for m in rl if "reward_mean" in m], marker=".",
+               label="reward (mean)")
+    ax_rl.plot(steps, [m["accuracy"] for m in rl if "reward_mean" in m], marker=".",
+               label="accuracy on RL modules")
+  for key, style, label in (("eval_sft", "--", "held-out pass rate, SFT"),
+                            ("eval_rl", "-", "held-out pass rate, after RL")):
+    if key in summary:
+      ax_rl.axhline(summary[key]["pass_rate"], linestyle=style, color="gray" if key == "eval_sft"
+                    else "black", label=f"{label}: {summary[key]['pass_rate']:.1%}")
+  ax_rl.set(xlabel="CA-GRPO step", ylim=(0, None), title="CA-GRPO from the SFT checkpoint")
+  ax_rl.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path

@@ -1,0 +1,172 @@
+"""The warm start: comment-free teacher targets, the compact prompt, a tokenizer trained on pairs,
+and the whole pipeline (data, tokenizer, SFT, held-out eval, CA-GRPO, eval, plot) at toy size."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import tokenize
+
+import pytest
+
+from kernelzero_jax import configs
+from kernelzero_jax.assets import make_tiny_tokenizer
+from kernelzero_jax.coder import prompts
+from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.teacher import generator
+from kernelzero_jax.teacher.teach import strip_comments, write
+from kernelzero_jax.tokenizer import load_tokenizer
+from kernelzero_jax import warm_start
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("backend", ["triton", "cuda"])
+def test_strip_comments_keeps_the_code_and_drops_every_comment(backend):
+  for _, _, spec in generator.generate_modules(40, seed=3, split="train"):
+    full, bare = write(spec, backend), write(spec, backend, comments=False)
+    assert ast.dump(ast.parse(full)) == ast.dump(ast.parse(bare))
+    kinds = [t.type for t in tokenize.generate_tokens(io.StringIO(bare).readline)]
+    assert tokenize.COMMENT not in kinds and tokenize.COMMENT in [
+        t.type for t in tokenize.generate_tokens(io.StringIO(full).readline)]
+    assert len(bare) < len(full)
+    if backend == "cuda":  # '#' and '//' inside the CUDA source string stay
+      assert "#include <torch/extension.h>" in bare
+
+
+def test_strip_comments_cuts_trailing_comments_and_keeps_hashes_in_strings():
+  source = 'x = 1  # one\n# a line\ns = "#not a comment"  # two\n    # indented\ny = 2\n'
+  assert strip_comments(source) == 'x = 1\ns = "#not a comment"\ny = 2\n'
+
+
+def test_compact_prompt_holds_the_task_without_rules_or_example():
+  source = generator.generate_modules(1, seed=0)[0][1]
+  compact = prompts.coder_messages(source, "triton", "compact")
+  zero = prompts.coder_messages(source, "triton", "zero_shot")
+  assert compact[0] == zero[0]  # same system message
+  assert f"```python\n{source}" in compact[1]["content"]
+  assert "ModelNew" in compact[1]["content"] and "Triton kernels" in compact[1]["content"]
+  assert "Rules:" not in compact[1]["content"] and "Rules:" in zero[1]["content"]
+  assert len(compact[1]["content"]) < len(zero[1]["content"]) - 500
+  with pytest.raises(ValueError, match="unknown prompt style"):
+    prompts.coder_messages(source, "triton", "few_shot")
+
+
+def test_tokenizer_trained_on_texts_is_capped_and_round_trips(tmp_path):
+  texts = [write(spec, "triton") for _, _, spec in generator.generate_modules(20, seed=1)]
+  size = make_tiny_tokenizer.write(str(tmp_path / "tok"), texts, 600, exact_size=False)
+  tokenizer = load_tokenizer(str(tmp_path / "tok"))
+  assert size == len(tokenizer) <= 600
+  ids = tokenizer(texts[0])["input_ids"]
+  assert tokenizer.decode(ids) == texts[0]
+  bundled = load_tokenizer()
+  assert len(ids) < len(bundled(texts[0])["input_ids"])  # trained on this kind of text
+  with pytest.raises(RuntimeError, match="wanted 100000"):
+    make_tiny_tokenizer.write(str(tmp_path / "tok2"), texts, 100000)
+
+
+def test_warm_start_config_rejects_bad_input():
+  with pytest.raises(ValueError, match="prompt_style"):
+    warm_start.WarmStartConfig(prompt_style="chatty")
+  with pytest.raises(ValueError, match="model_dir"):
+    configs.from_mapping(warm_start.WarmStartConfig, {"policy": {"model_dir": "/x"}})
+
+
+def _toy_config(**overrides):
+  cfg = dict(
+      num_train_modules=3, num_heldout_modules=3, num_rl_modules=2, vocab_size=1024,
+      policy=dict(preset="tiny"),
+      sft=dict(num_steps=3, batch_size=2, seq_len=1024, compute_dtype="float32", eval_every=3,
+               checkpoint_every=3, optimizer=dict(learning_rate=1e-3, warmup_steps=1,
+                                                  total_steps=3)),
+      eval_max_new_tokens=8,
+      learner=dict(num_steps=1, rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
+                   optimizer=dict(learning_rate=1e-5, warmup_steps=1, total_steps=1),
+                   compute_dtype="float32", sample_dtype="float32"),
+      sandbox=dict(device="cpu", timing=False, num_correct_trials=1), max_parallel=2)
+  cfg.update(overrides)
+  return configs.from_mapping(warm_start.WarmStartConfig, cfg)
+
+
+def test_warm_start_runs_every_stage_and_resumes(tmp_path):
+  workdir = str(tmp_path / "ws")
+  config = _toy_config()
+  summary = warm_start.run(config, workdir, progress=False)
+  data = summary["data"]
+  assert data["train"]["num_pairs"] == 3 and data["heldout"]["num_pairs"] == 3
+  problems = os.listdir(os.path.join(workdir, "data", "heldout_problems", "level1"))
+  assert len(problems) == data["heldout"]["num_problems"] >= 1
+  assert len(os.listdir(os.path.join(workdir, "data", "rl_modules"))) == 2
+  with open(os.path.join(workdir, "data", "train.jsonl")) as f:
+    pair = json.loads(f.readline())
+  assert "Rules:" not in pair["messages"][1]["content"]  # compact prompts
+  assert "#" not in pair["completion"]                    # no comments in the targets
+  assert 256 < summary["tokenizer"]["vocab_size"] <= 1024
+  assert summary["sft"]["heldout_loss"] > 0
+  for key in ("eval_sft", "eval_rl"):
+    # 8 new tokens cannot hold a kernel: every held-out sample is a format error, judged as such.
+    assert summary[key]["num_samples"] == data["heldout"]["num_problems"]
+    assert summary[key]["pass_rate"] == 0.0
+    counts = {k: v for k, v in summary[key]["status_counts"].items() if v}
+    assert counts == {"format_error": summary[key]["num_samples"]}
+  assert summary["rl"]["accuracy"] == 0.0
+  assert os.path.getsize(summary["plot"]) > 10_000
+  with open(os.path.join(workdir, "summary.json")) as f:
+    assert json.load(f)["eval_rl"] == summary["eval_rl"]
+
+  # A rerun does nothing again; more RL steps resume the RL stage and redo its evaluation only.
+  assert warm_start.run(config, workdir, progress=False)["wall_s"] == summary["wall_s"]
+  longer = _toy_config(learner=dict(
+      num_steps=2, rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
+      optimizer=dict(learning_rate=1e-5, warmup_steps=1, total_steps=1),
+      compute_dtype="float32", sample_dtype="float32"))
+  resumed = warm_start.run(longer, workdir, progress=False)
+  assert resumed["rl"]["num_steps"] == 2 and resumed["eval_rl"] == summary["eval_rl"]
+  for key in ("data", "tokenizer", "sft", "eval_sft"):
+    assert resumed["wall_s"][key] == summary["wall_s"][key]
+  with open(os.path.join(workdir, "rl", "metrics.jsonl")) as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2]
+  # A different experiment in the same workdir is refused.
+  with pytest.raises(configs.ConfigError):
+    warm_start.run(_toy_config(num_train_modules=4), workdir, progress=False)
+
+  # Another policy on the same data: data/ and tokenizer/ are copied, not made again.
+  other = str(tmp_path / "other")
+  reused = warm_start.run(
+      _toy_config(data_from=workdir, policy=dict(preset="tiny", init_seed=1),
+                  learner=dict(num_steps=0)), other, progress=False)
+  assert reused["data"] == summary["data"] and reused["tokenizer"] == summary["tokenizer"]
+  assert "rl" not in reused and reused["wall_s"]["data"] < 5
+  with open(os.path.join(other, "data", "heldout.jsonl")) as a, \
+      open(os.path.join(workdir, "data", "heldout.jsonl")) as b:
+    assert a.read() == b.read()
+  with pytest.raises(configs.ConfigError, match="other data fields"):
+    warm_start.run(_toy_config(data_from=workdir, seed=1), str(tmp_path / "third"),
+                   progress=False)
+
+
+def test_warm_start_refuses_a_vocabulary_larger_than_the_model(tmp_path):
+  config = _toy_config(vocab_size=4096, num_train_modules=1, num_heldout_modules=1,
+                       num_rl_modules=0)
+  with pytest.raises(configs.ConfigError, match="exceeds the vocabulary"):
+    warm_start.run(config, str(tmp_path / "ws"), progress=False)
+
+
+def test_warm_start_cli_runs_the_tiny_config_overridden_to_toy_size(tmp_path):
+  workdir = tmp_path / "ws"
+  args = [sys.executable, "-m", "experiments.warm_start",
+          "--config=experiments/configs/warm_start_tiny.py", f"--workdir={workdir}",
+          "--config.num_train_modules=2", "--config.num_heldout_modules=2",
+          "--config.num_rl_modules=0", "--config.sft.num_steps=1",
+          "--config.sft.checkpoint_every=1", "--config.eval_max_new_tokens=4",
+          "--config.learner.num_steps=0"]
+  proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+  counts = {k: v for k, v in summary["eval_sft"]["status_counts"].items() if v}
+  assert counts == {"format_error": summary["data"]["heldout"]["num_problems"]}
+  assert "rl" not in summary and (workdir / "warm_start.png").exists()
