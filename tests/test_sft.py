@@ -167,7 +167,7 @@ def test_epoch_rows_visit_every_row_once_per_epoch():
   assert sorted(rows[:10]) == list(range(10)) and sorted(rows[10:20]) == list(range(10))
 
 
-def test_train_sft_command_and_warm_start_for_train_coder(tmp_path):
+def test_train_sft_command_and_warm_start_for_train_coder(tmp_path, monkeypatch):
   for name, seed, n in (("train", 0, 24), ("heldout", 1, 6)):
     with open(tmp_path / f"{name}.jsonl", "w") as f:
       f.writelines(json.dumps(p) + "\n" for p in _pairs(n, seed))
@@ -188,3 +188,7 @@ def test_train_sft_command_and_warm_start_for_train_coder(tmp_path):
   warm, _ = load_policy(PolicyConfig(init_from=str(workdir)))
   cold, _ = load_policy(PolicyConfig())
   assert float(jnp.abs(warm.embed_VxD[...] - cold.embed_VxD[...]).max()) > 0
+  # A workdir relative to the cwd (as typed on a command line) loads the same parameters.
+  monkeypatch.chdir(tmp_path)
+  relative, _ = load_policy(PolicyConfig(init_from="sft"))
+  assert float(jnp.abs(relative.embed_VxD[...] - warm.embed_VxD[...]).max()) == 0

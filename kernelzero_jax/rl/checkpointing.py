@@ -86,7 +86,8 @@ def load_policy_params(workdir: str, model: Any, step: Optional[int] = None) -> 
   start for RL. Only the parameters are read: that run's optimizer may differ from this one's.
   Returns the step loaded."""
   from flax import nnx  # pylint: disable=import-outside-toplevel
-  directory = os.path.join(workdir, "checkpoints")
+  # Absolute: Orbax refuses a relative path (e.g. a --workdir given relative to the cwd).
+  directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
   if not os.path.isdir(directory):
     raise FileNotFoundError(f"no checkpoints in {workdir} (expected {directory})")
   manager = ocp.CheckpointManager(directory, item_names=("state", "learner"))
