@@ -217,8 +217,10 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   from kernelzero_jax.sft.run import SFTRunConfig
   from kernelzero_jax.sft.run import train as train_sft
   # More RL steps may be asked of a finished run (the RL stage resumes from its checkpoint and
-  # the held-out evaluation after it is redone); anything else is another experiment.
-  configs.check_workdir_config(workdir, config, resumable=("learner.num_steps",))
+  # the held-out evaluation after it is redone), and micro-batching may change (memory only);
+  # anything else is another experiment.
+  configs.check_workdir_config(workdir, config, resumable=(
+      "learner.num_steps", "learner.num_micro_batches", "sft.num_micro_batches"))
   paths = _paths(workdir)
   summary_path = os.path.join(workdir, SUMMARY_FILE)
   summary = _read_json(summary_path) or {}

@@ -118,10 +118,12 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   with open(os.path.join(workdir, "summary.json")) as f:
     assert json.load(f)["eval_rl"] == summary["eval_rl"]
 
-  # A rerun does nothing again; more RL steps resume the RL stage and redo its evaluation only.
+  # A rerun does nothing again; more RL steps resume the RL stage and redo its evaluation only
+  # (with more micro-batches: memory, not the experiment).
   assert warm_start.run(config, workdir, progress=False)["wall_s"] == summary["wall_s"]
   longer = _toy_config(learner=dict(
-      num_steps=2, rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
+      num_steps=2, num_micro_batches=2,
+      rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
       optimizer=dict(learning_rate=1e-5, warmup_steps=1, total_steps=1),
       compute_dtype="float32", sample_dtype="float32"))
   resumed = warm_start.run(longer, workdir, progress=False)

@@ -28,7 +28,7 @@ def get_config():
                               schedule="cosine", weight_decay=0.01)),
       eval_samples=1, eval_temperature=0.0, eval_max_new_tokens=1024,
       learner=dict(
-          seed=0, num_steps=10,
+          seed=0, num_steps=10, num_micro_batches=8,
           rollout=dict(prompts_per_step=8, group_size=8, max_new_tokens=1024, temperature=1.0),
           optimizer=dict(learning_rate=1e-4, warmup_steps=1, total_steps=10),
           compute_dtype="float32", sample_dtype="float32"),

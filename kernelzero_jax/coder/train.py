@@ -60,5 +60,8 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
 
 def train(config: CoderRunConfig, workdir: str, progress: bool = True) -> dict[str, Any]:
   """Runs (or resumes) the Coder's RL stage in `workdir`; returns the last step's metrics."""
-  configs.check_workdir_config(workdir, config, resumable=("learner.num_steps",))
+  # Micro-batching changes memory, not the update (gradients are accumulated exactly), so a run
+  # that ran out of memory may resume with more micro-batches.
+  configs.check_workdir_config(workdir, config,
+                               resumable=("learner.num_steps", "learner.num_micro_batches"))
   return build_learner(config, progress).run(workdir)

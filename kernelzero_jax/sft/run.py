@@ -28,7 +28,9 @@ class SFTRunConfig:
 def train(config: SFTRunConfig, workdir: str, progress: bool = True) -> dict[str, Any]:
   if config.train_data is None:
     raise configs.ConfigError("set train_data (a JSONL file of prompt/completion pairs)")
-  configs.check_workdir_config(workdir, config, resumable=("sft.num_steps",))
+  # Micro-batching changes memory, not the update, so it may change on resume (e.g. after OOM).
+  configs.check_workdir_config(workdir, config,
+                               resumable=("sft.num_steps", "sft.num_micro_batches"))
   model, tokenizer = load_policy(config.policy, "float32")
   train_rows = load_packed(config.train_data, tokenizer, config.sft.seq_len)
   heldout = (load_packed(config.heldout_data, tokenizer, config.sft.seq_len)
