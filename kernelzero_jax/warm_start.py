@@ -93,8 +93,10 @@ def reuse_data(config: WarmStartConfig, workdir: str) -> None:
     raise configs.ConfigError(f"data_from {source} has not finished its data and tokenizer")
   for name in ("data", "tokenizer"):
     if not os.path.isdir(os.path.join(workdir, name)):
-      shutil.copytree(os.path.join(source, name), os.path.join(workdir, name + ".tmp"))
-      os.replace(os.path.join(workdir, name + ".tmp"), os.path.join(workdir, name))
+      tmp = os.path.join(workdir, name + ".tmp")
+      shutil.rmtree(tmp, ignore_errors=True)  # half a copy from a killed run
+      shutil.copytree(os.path.join(source, name), tmp)
+      os.replace(tmp, os.path.join(workdir, name))
 
 
 def _paths(workdir: str) -> dict[str, str]:
