@@ -239,8 +239,10 @@ def test_a_forged_result_file_is_not_a_verdict(tmp_path, monkeypatch, ending):
                                                                "-9" in v.reasons[0])
 
 
-def test_judge_and_worker_end_when_the_caller_is_killed(tmp_path):
-  """A caller killed mid-evaluation (a crashed trainer) leaves no judge or worker spinning."""
+@pytest.mark.parametrize("launcher", ["subprocess", "zygote"])
+def test_judge_and_worker_end_when_the_caller_is_killed(tmp_path, launcher):
+  """A caller killed mid-evaluation (a crashed trainer) leaves no judge or worker spinning (nor
+  the warm judge server)."""
   import os
   import signal
   import subprocess
@@ -253,19 +255,19 @@ def test_judge_and_worker_end_when_the_caller_is_killed(tmp_path):
       f"ref = open({str(CANDIDATES / 'references/scaled_relu.py')!r}).read()\n"
       f"cand = open({str(CANDIDATES / 'faults/hang_forward.py')!r}).read()\n"
       "config = SandboxConfig(device='cpu', correctness_timeout_s=600.0, build_timeout_s=60.0)\n"
-      "SandboxPool(config, max_parallel=1).evaluate([Job(ref, cand, 'triton', 'hang')],\n"
-      "                                             progress=False)\n")
+      f"pool = SandboxPool(config, max_parallel=1, launcher={launcher!r})\n"
+      "pool.evaluate([Job(ref, cand, 'triton', 'hang')], progress=False)\n")
   repo = pathlib.Path(__file__).parent.parent
   caller = subprocess.Popen([sys.executable, str(script)], cwd=repo,
                             env=dict(os.environ, PYTHONPATH=str(repo)))
-  judges = []
+  # caller -> judge -> worker, or caller -> warm server -> judge -> worker
+  depth = 2 if launcher == "subprocess" else 3
+  family = []
   deadline = time.monotonic() + 120
-  while time.monotonic() < deadline and not judges:  # until the judge has started its worker
+  while time.monotonic() < deadline and len(family) < depth:  # until the worker exists
     time.sleep(1)
-    judges = [p for p in psutil.Process(caller.pid).children()
-              if "kernelzero_jax.sandbox.judge" in " ".join(p.cmdline()) and p.children()]
-  assert judges, "the judge never started"
-  family = judges + [c for j in judges for c in j.children(recursive=True)]
+    family = psutil.Process(caller.pid).children(recursive=True)
+  assert len(family) >= depth, "the judge never started its worker"
   time.sleep(3)  # the worker is busy in the hanging forward
   caller.send_signal(signal.SIGKILL)
   caller.wait()

@@ -7,19 +7,24 @@ process of its own. A judge that hangs or dies still yields a verdict here.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import glob
 import json
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from typing import Callable, Iterable, Sequence
 
 from kernelzero_jax.sandbox import verdict as V
-from kernelzero_jax.sandbox.config import BACKENDS, SandboxConfig
+from kernelzero_jax.sandbox.config import BACKENDS, DEVICES, SandboxConfig
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,31 +51,36 @@ def overall_timeout_s(config: SandboxConfig) -> float:
           + (config.timing_timeout_s if config.timing else 0.0) + 180.0)
 
 
+def _judge_env() -> dict[str, str]:
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+  return env
+
+
 def _judge_command(job_path: str, result_path: str) -> list[str]:
   return [sys.executable, "-m", "kernelzero_jax.sandbox.judge", job_path, result_path]
 
 
-def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
-                       config: SandboxConfig | None = None, gpu_index: int = 0) -> V.Verdict:
-  """Judges one candidate. Never raises for anything the candidate or reference does."""
-  config = config or SandboxConfig()
-  if backend not in BACKENDS:
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-  job = {"reference_source": reference_source, "candidate_source": candidate_source,
-         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index}
-  with tempfile.TemporaryDirectory(prefix="kz_judge_") as tmp:
-    job_path, result_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
-    log_path = os.path.join(tmp, "judge.log")
-    with open(job_path, "w") as f:
-      json.dump(job, f)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-    nonce = secrets.token_hex(16)
-    judge_cwd = os.path.join(tmp, "cwd")
-    os.mkdir(judge_cwd)
-    with open(log_path, "w") as log:
+def _kill_group(pid: int) -> None:
+  try:
+    os.killpg(pid, signal.SIGKILL)
+  except (ProcessLookupError, PermissionError):
+    pass
+
+
+class SubprocessLauncher:
+  """Starts each judge as a fresh `python -m kernelzero_jax.sandbox.judge` (and its worker with
+  multiprocessing spawn): the plain path, about 4 s of interpreter start and imports per
+  candidate."""
+
+  name = "subprocess"
+
+  def run(self, job_path: str, result_path: str, log_path: str, cwd: str, nonce: str,
+          timeout_s: float) -> tuple[int | None, bool]:
+    """Runs one judge to its end; returns (exit code, whether it was killed at `timeout_s`)."""
+    with open(log_path, "a") as log:
       proc = subprocess.Popen(_judge_command(job_path, result_path), stdin=subprocess.PIPE, stdout=log, stderr=log,
-                              env=env, cwd=judge_cwd, start_new_session=True)
+                              env=_judge_env(), cwd=cwd, start_new_session=True)
       timed_out = False
       try:
         proc.stdin.write(nonce.encode() + b"\n")
@@ -78,16 +88,198 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
       except OSError:
         pass
       try:
-        proc.wait(timeout=overall_timeout_s(config))
+        proc.wait(timeout=timeout_s)
       except subprocess.TimeoutExpired:
         timed_out = True
       finally:
-        try:
-          os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-          pass
+        _kill_group(proc.pid)  # whatever the judge left behind
         proc.wait()
-    result = _read_result(result_path) if proc.returncode == 0 and not timed_out else None
+    return proc.returncode, timed_out
+
+
+class ZygoteUnavailable(RuntimeError):
+  """The warm server could not be started or reached (`server`: which one, if it ran)."""
+
+  def __init__(self, message: str, server: subprocess.Popen | None = None):
+    super().__init__(message)
+    self.server = server
+
+
+class ZygoteLauncher:
+  """Forks each judge from one warm server process (zygote.py) that has torch imported, and the
+  judge forks its worker: the same judge code and the same isolation (a process per candidate,
+  none shared with the reference), without an interpreter start and `import torch` per process.
+
+  The server starts on first use, is shared by all threads, and is started again if it died; a
+  judge lost with it is run again by the plain launcher, so no candidate is lost to the server.
+  """
+
+  name = "zygote"
+  START_TIMEOUT_S = 180.0
+
+  def __init__(self, device: str = "cuda"):
+    if device not in DEVICES:
+      raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    self.device = device  # the server's; a job for another device gets a spawned worker
+    self._lock = threading.Lock()
+    self._proc: subprocess.Popen | None = None
+    self._dir: str | None = None
+    self._plain = SubprocessLauncher()
+
+  @property
+  def socket_path(self) -> str | None:
+    return os.path.join(self._dir, "zygote.sock") if self._dir else None
+
+  def server_pid(self) -> int | None:
+    with self._lock:
+      return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+  def _ensure_server(self) -> tuple[str, subprocess.Popen]:
+    with self._lock:
+      if self._proc is not None and self._proc.poll() is None:
+        return self.socket_path, self._proc
+      self._stop_locked()
+      self._dir = tempfile.mkdtemp(prefix="kz_zygote_")
+      path = self.socket_path
+      log = open(os.path.join(self._dir, "zygote.log"), "w")  # pylint: disable=consider-using-with
+      self._proc = subprocess.Popen(
+          [sys.executable, "-m", "kernelzero_jax.sandbox.zygote", path, self.device], stdin=subprocess.DEVNULL,
+          stdout=log, stderr=log, env=_judge_env(), cwd=self._dir, start_new_session=True)
+      log.close()
+      deadline = time.monotonic() + self.START_TIMEOUT_S
+      while not os.path.exists(path):
+        if self._proc.poll() is not None or time.monotonic() > deadline:
+          with open(os.path.join(self._dir, "zygote.log"), errors="replace") as f:
+            tail = " | ".join(f.read()[-1500:].strip().splitlines()[-5:])
+          self._stop_locked()
+          raise ZygoteUnavailable(f"the warm judge server did not start: {tail}")
+        time.sleep(0.02)
+      return path, self._proc
+
+  def _stop_locked(self) -> None:
+    if self._proc is not None:
+      _kill_group(self._proc.pid)
+      self._proc.wait()
+      self._proc = None
+    if self._dir is not None:
+      shutil.rmtree(self._dir, ignore_errors=True)
+      self._dir = None
+
+  def _discard(self, server: subprocess.Popen | None) -> None:
+    """Stops a server that failed a request (it may be dying, not yet dead), so that the next
+    request starts a new one; a newer server that other threads started stays."""
+    with self._lock:
+      if server is not None and server is self._proc:
+        self._stop_locked()
+
+  def close(self) -> None:
+    """Stops the server (running judges end with it); the next run starts a new one."""
+    with self._lock:
+      self._stop_locked()
+
+  def __del__(self):
+    with contextlib.suppress(Exception):
+      self.close()
+
+  def run(self, job_path: str, result_path: str, log_path: str, cwd: str, nonce: str,
+          timeout_s: float) -> tuple[int | None, bool]:
+    try:
+      return self._run(job_path, result_path, log_path, cwd, nonce, timeout_s)
+    except ZygoteUnavailable as e:
+      self._discard(e.server)
+      with open(log_path, "a") as log:
+        log.write(f"[sandbox] {e}; judged again by a plain judge process\n")
+      for leftover in (result_path, result_path + ".tmp"):
+        with contextlib.suppress(OSError):
+          os.remove(leftover)
+      return self._plain.run(job_path, result_path, log_path, cwd, nonce, timeout_s)
+
+  def _run(self, job_path, result_path, log_path, cwd, nonce, timeout_s):
+    path, server = self._ensure_server()
+    read_fd, write_fd = os.pipe()
+    try:
+      os.write(write_fd, nonce.encode() + b"\n")
+    finally:
+      os.close(write_fd)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+      try:
+        conn.settimeout(30.0)
+        conn.connect(path)
+        request = {"job_path": job_path, "result_path": result_path, "log_path": log_path,
+                   "cwd": cwd}
+        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [read_fd])
+      except OSError as e:
+        raise ZygoteUnavailable(f"the warm judge server is unreachable ({e})", server) from e
+      finally:
+        os.close(read_fd)
+      reader = conn.makefile("rb")
+      started = self._reply(reader, "pid", server)
+      pid = int(started["pid"])
+      try:
+        conn.settimeout(timeout_s)
+        ended = self._reply(reader, "exit", server)
+        return int(ended["exit"]), False
+      except TimeoutError:
+        return None, True
+      finally:
+        _kill_group(pid)  # whatever the judge left behind (all of it, after a timeout)
+    finally:
+      conn.close()
+
+  @staticmethod
+  def _reply(reader, key: str, server: subprocess.Popen) -> dict:
+    try:
+      line = reader.readline()
+    except TimeoutError:
+      raise
+    except OSError as e:
+      raise ZygoteUnavailable(f"the warm judge server dropped the connection ({e})",
+                              server) from e
+    try:
+      reply = json.loads(line) if line else {}
+    except ValueError:
+      reply = {}
+    if key not in reply:
+      raise ZygoteUnavailable(f"the warm judge server ended or refused the judge "
+                              f"({reply.get('error', 'no reply')})", server)
+    return reply
+
+
+LAUNCHERS = ("subprocess", "zygote")
+
+
+def make_launcher(name: str, device: str) -> SubprocessLauncher | ZygoteLauncher:
+  if name not in LAUNCHERS:
+    raise ValueError(f"launcher must be one of {LAUNCHERS}, got {name!r}")
+  return ZygoteLauncher(device) if name == "zygote" else SubprocessLauncher()
+
+
+def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
+                       config: SandboxConfig | None = None, gpu_index: int = 0,
+                       launcher: SubprocessLauncher | ZygoteLauncher | None = None) -> V.Verdict:
+  """Judges one candidate. Never raises for anything the candidate or reference does.
+
+  `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
+  on it."""
+  config = config or SandboxConfig()
+  if backend not in BACKENDS:
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+  launcher = launcher or SubprocessLauncher()
+  job = {"reference_source": reference_source, "candidate_source": candidate_source,
+         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index}
+  with tempfile.TemporaryDirectory(prefix="kz_judge_") as tmp:
+    job_path, result_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
+    log_path = os.path.join(tmp, "judge.log")
+    with open(job_path, "w") as f:
+      json.dump(job, f)
+    nonce = secrets.token_hex(16)
+    judge_cwd = os.path.join(tmp, "cwd")
+    os.mkdir(judge_cwd)
+    open(log_path, "w").close()  # pylint: disable=consider-using-with
+    returncode, timed_out = launcher.run(job_path, result_path, log_path, judge_cwd, nonce,
+                                         overall_timeout_s(config))
+    result = _read_result(result_path) if returncode == 0 and not timed_out else None
     if result is not None and result.get("nonce") == nonce:
       return V.Verdict.from_dict(result["verdict"])
     with open(log_path, errors="replace") as f:
@@ -97,7 +289,7 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
                        reasons=[f"the evaluation exceeded {overall_timeout_s(config):g} s "
                                 f"(the reference may hang); {tail}"])
     why = ("its result did not carry this evaluation's secret (forged)" if result is not None
-           else f"exit code {proc.returncode}")
+           else f"exit code {returncode}")
     return V.Verdict(status=V.RUNTIME_ERROR, backend=backend, device=config.device,
                      reasons=[f"the judge process ended without a valid verdict ({why}); a "
                               f"candidate may have killed it; {tail}"])
@@ -118,13 +310,28 @@ class SandboxPool:
   Up to `max_parallel` judges run concurrently (builds use all CPU cores); on a GPU, correctness
   and timing are serialised per GPU by a lock inside the judges, so timings are not disturbed.
   Jobs are spread round-robin over `gpu_indices`.
+
+  `launcher` names how judges start (LAUNCHERS): "zygote" forks them from a warm server that
+  the pool keeps for its lifetime (`close()` stops it), "subprocess" starts fresh interpreters.
+  Verdicts do not depend on it.
   """
 
   def __init__(self, config: SandboxConfig | None = None, max_parallel: int | None = None,
-               gpu_indices: Sequence[int] = (0,)):
+               gpu_indices: Sequence[int] = (0,), launcher: str = "zygote"):
     self.config = config or SandboxConfig()
     self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
     self.gpu_indices = list(gpu_indices) or [0]
+    self.launcher = make_launcher(launcher, self.config.device)
+
+  def close(self) -> None:
+    if isinstance(self.launcher, ZygoteLauncher):
+      self.launcher.close()
+
+  def __enter__(self) -> "SandboxPool":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
   def evaluate(self, jobs: Iterable[Job], progress: bool = False,
                on_result: Callable[[int, Job, V.Verdict], None] | None = None) -> list[V.Verdict]:
@@ -138,7 +345,8 @@ class SandboxPool:
       bar = tqdm(total=len(jobs), desc="sandbox", unit="cand")
     with concurrent.futures.ThreadPoolExecutor(self.max_parallel) as ex:
       futures = {ex.submit(evaluate_candidate, j.reference_source, j.candidate_source, j.backend,
-                           self.config, self.gpu_indices[i % len(self.gpu_indices)]): i
+                           self.config, self.gpu_indices[i % len(self.gpu_indices)],
+                           self.launcher): i
                  for i, j in enumerate(jobs)}
       passed = 0
       for fut in concurrent.futures.as_completed(futures):

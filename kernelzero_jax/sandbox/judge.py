@@ -32,6 +32,9 @@ from kernelzero_jax.sandbox.config import SandboxConfig
 
 POLL_S = 0.05
 _PR_SET_CHILD_SUBREAPER = 36
+# True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
+# that has torch imported but no CUDA context yet, instead of spawning a fresh interpreter.
+FORK_WORKERS = False
 
 
 class StageFailure(Exception):
@@ -48,11 +51,14 @@ class WorkerHandle:
 
   def __init__(self, spec: dict[str, Any], memory_limit_gb: float):
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
     self.conn, child = ctx.Pipe(duplex=True)
     self.workdir = spec["workdir"]
     self.memory_limit = memory_limit_gb * 2**30
-    self.proc = ctx.Process(target=worker.worker_main, args=(child, spec), daemon=False)
+    # A forked worker inherits the judge's end of the pipe; it closes it first thing.
+    inherited = [self.conn.fileno()] if FORK_WORKERS else []
+    self.proc = ctx.Process(target=worker.worker_main, args=(child, spec, inherited),
+                            daemon=False)
     self.proc.start()
     child.close()
 
@@ -180,6 +186,12 @@ class Judge:
         return self._finish(V.REJECTED, report.rejections)
       self.own_kernels = (report.cuda_kernel_names if self.backend == "cuda"
                           else report.triton_kernel_names)
+      if self.backend == "cuda" and self.cfg.device == "cpu":
+        raise StageFailure(V.UNSUPPORTED,
+                           "backend cuda needs a CUDA device; this run is on the CPU")
+      # The worker starts (and builds) before this process touches the device: a forked worker
+      # must come from a process without a CUDA context, and the build overlaps the reference.
+      self._start_worker()
       self._evaluate()
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
@@ -196,14 +208,23 @@ class Judge:
 
   # -- stages --------------------------------------------------------------------------------
 
+  def _start_worker(self) -> None:
+    cfg = self.cfg
+    device = "cpu" if cfg.device == "cpu" else f"cuda:{int(self.job.get('gpu_index', 0))}"
+    spec = {"workdir": self.workdir, "device": device, "backend": self.backend,
+            "candidate_source": self.job["candidate_source"],
+            "reference_source": self.job["reference_source"],
+            "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
+            "own_kernel_names": self.own_kernels}
+    self.worker_started = time.perf_counter()
+    self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
+
   def _evaluate(self) -> None:
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
     self.torch, self.problem = torch, problem
     cfg, v = self.cfg, self.verdict
     v.stage = "device"
-    if self.backend == "cuda" and cfg.device == "cpu":
-      raise StageFailure(V.UNSUPPORTED, "backend cuda needs a CUDA device; this run is on the CPU")
     if cfg.device == "cuda" and not torch.cuda.is_available():
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
     self.device = torch.device(cfg.device if cfg.device == "cpu"
@@ -226,15 +247,10 @@ class Judge:
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
 
     v.stage = "build"
-    spec = {"workdir": self.workdir, "device": str(self.device), "backend": self.backend,
-            "candidate_source": self.job["candidate_source"],
-            "reference_source": self.job["reference_source"],
-            "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
-            "own_kernel_names": self.own_kernels}
-    t0 = time.perf_counter()
-    self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
-    self._expect(self.worker.wait(cfg.build_timeout_s, "build"), "build")
-    v.stage_seconds["build"] = round(time.perf_counter() - t0, 3)
+    # The deadline counts from the worker's start; the build ran while the reference loaded.
+    remaining = cfg.build_timeout_s - (time.perf_counter() - self.worker_started)
+    self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
+    v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
 
     lock = (gpu_lock(self.device.index or 0) if self.device.type == "cuda"
             else contextlib.nullcontext())
@@ -425,6 +441,17 @@ def _exit_with_parent(parent_pid: int) -> None:
   threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+def _read_line(fd: int, limit: int = 4096) -> str:
+  """One line from a file descriptor, unbuffered (sys.stdin may be a copy made before a fork)."""
+  data = b""
+  while not data.endswith(b"\n") and len(data) < limit:
+    chunk = os.read(fd, 256)
+    if not chunk:
+      break
+    data += chunk
+  return data.decode(errors="replace").strip()
+
+
 def run_job(job: dict[str, Any]) -> V.Verdict:
   return Judge(job).run()
 
@@ -436,11 +463,6 @@ def main(argv: list[str]) -> int:
   with contextlib.suppress(Exception):
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
   _exit_with_parent(os.getppid())
-  # The caller's secret arrives on stdin (not argv or the environment, which other processes
-  # can read); the verdict is only accepted with it, so a candidate that writes a result file
-  # and kills this judge forges nothing.
-  nonce = sys.stdin.readline().strip()
-  sys.stdin.close()
   with open(argv[1]) as f:
     job = json.load(f)
   try:
@@ -449,6 +471,11 @@ def main(argv: list[str]) -> int:
     verdict = V.Verdict(status=V.RUNTIME_ERROR, backend=job.get("backend", ""),
                         reasons=[f"judge failed: {type(e).__name__}: {e}"], reference_error=True)
   _kill_descendants()
+  # The caller's secret arrives on stdin (not argv or the environment, which other processes
+  # can read); the verdict is only accepted with it, so a candidate that writes a result file
+  # and kills this judge forges nothing. It is read only now, when no worker is left: a forked
+  # worker copies this process's memory, so the secret must not be in it yet.
+  nonce = _read_line(0)
   tmp = argv[2] + ".tmp"
   with open(tmp, "w") as f:
     json.dump({"nonce": nonce, "verdict": verdict.to_dict()}, f, allow_nan=False, default=repr)

@@ -1,6 +1,7 @@
 """The candidate worker: the only process in which a candidate's code ever runs.
 
-Started by the judge (judge.py) with the multiprocessing "spawn" method, one per candidate. It
+Started by the judge (judge.py) with the multiprocessing "spawn" method, one per candidate (or
+forked, when the judge itself was forked by the warm server in zygote.py). It
 builds the candidate, instantiates ModelNew with the reference's init seed, and answers the
 judge's commands over a pipe: run forward on input set `seed` (returning the outputs and the
 inputs as they are afterwards, plus runtime evidence), or time forward over fresh input sets.
@@ -36,8 +37,13 @@ def _error_tail(exc: BaseException, limit: int = 12) -> str:
 
 
 def _setup_process(spec: dict[str, Any]) -> None:
-  """Own session, own directory, own output files, limits; all before torch/triton load."""
+  """Own session, own directory, own input and output files, limits; all before torch/triton
+  load (or, in a worker forked from a warm judge, before the candidate's code runs)."""
   os.setsid()
+  # The judge's stdin carries the caller's secret, read by the judge only at the very end.
+  devnull = os.open(os.devnull, os.O_RDONLY)
+  os.dup2(devnull, 0)
+  os.close(devnull)
   workdir = spec["workdir"]
   os.makedirs(workdir, exist_ok=True)
   os.chdir(workdir)
@@ -276,9 +282,12 @@ def _make_autotune_work_in_interpreter() -> None:
     autotuner.Autotuner.do_bench = property(lambda self: bench_once)
 
 
-def worker_main(conn, spec: dict[str, Any]) -> None:
-  """Entry point of the worker process."""
+def worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...] = ()) -> None:
+  """Entry point of the worker process. `inherited_fds`: descriptors a forked worker got from
+  its judge and must not keep (the judge's end of the pipe)."""
   try:
+    for fd in inherited_fds:
+      os.close(fd)
     _setup_process(spec)
     worker = _Worker(conn, spec)
   except BaseException as e:  # pylint: disable=broad-except

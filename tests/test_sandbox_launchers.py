@@ -1,0 +1,172 @@
+"""The warm judge server (zygote.py) against the plain launcher, on the CPU (Triton interpreter).
+
+Every candidate of the anti-cheat and fault suites (cheats, honest kernels, crashes, hangs,
+broken references) is judged once by each launcher; the verdicts must agree. The rest covers what
+only the server has: it starts again after it is killed without losing a judge, it refuses
+malformed requests, and a worker it forks cannot read the caller's secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import time
+
+import pytest
+
+import test_sandbox_anticheat as anticheat
+import test_sandbox_faults as faults
+from kernelzero_jax.sandbox import Job
+from kernelzero_jax.sandbox import SandboxConfig
+from kernelzero_jax.sandbox import SandboxPool
+from kernelzero_jax.sandbox import evaluate as evaluate_lib
+
+CANDIDATES = pathlib.Path(__file__).parent / "candidates"
+
+
+def _read(path: str) -> str:
+  return (CANDIDATES / f"{path}.py").read_text()
+
+
+def _all_jobs() -> dict[str, Job]:
+  jobs = {}
+  for name, (ref, *_rest) in anticheat.CHEATS.items():
+    jobs[f"cheats/{name}"] = Job(_read(f"references/{ref}"), _read(f"cheats/{name}"), "triton",
+                                 name)
+  for name, ref in anticheat.HONEST.items():
+    jobs[f"honest/{name}"] = Job(_read(f"references/{ref}"), _read(f"honest/{name}"), "triton",
+                                 name)
+  for name, (cand, ref, backend) in faults.JOBS.items():
+    jobs[f"faults/{name}"] = Job(_read(f"references/{ref}"), _read(cand), backend, name)
+  return jobs
+
+
+@pytest.fixture(scope="module")
+def both():
+  """{launcher: {key: verdict}} for every candidate, with the fault suite's short timeouts."""
+  jobs = _all_jobs()
+  out = {}
+  for launcher in ("zygote", "subprocess"):
+    with SandboxPool(faults.CONFIG, max_parallel=2, launcher=launcher) as pool:
+      out[launcher] = dict(zip(jobs, pool.evaluate(list(jobs.values()))))
+  return out
+
+
+def _summary(v) -> tuple:
+  return (v.status, v.stage, v.correct, v.reference_error, sorted(v.degenerate),
+          v.num_correct_trials, sorted((v.evidence or {}).get("triton_launches", {}).items()))
+
+
+def test_launchers_give_the_same_verdict_for_every_candidate(both):
+  plain, warm = both["subprocess"], both["zygote"]
+  differ = {k: (_summary(plain[k]), _summary(warm[k]), plain[k].reasons[:1], warm[k].reasons[:1])
+            for k in plain if _summary(plain[k]) != _summary(warm[k])}
+  # A replay cheat keyed on data pointers may or may not meet a reused address (allocator).
+  differ.pop("cheats/cache_by_data_ptr", None)
+  assert not differ, differ
+  assert sum(v.correct for v in warm.values()) >= len(anticheat.HONEST)  # not all failures
+
+
+def test_static_reasons_are_identical(both):
+  for key, v in both["subprocess"].items():
+    if v.stage == "static":
+      assert both["zygote"][key].reasons == v.reasons, key
+
+
+def _honest_job() -> Job:
+  return Job(_read("references/scaled_relu"), _read("honest/scaled_relu"), "triton", "honest")
+
+
+def test_a_killed_server_is_replaced_and_loses_no_judge():
+  config = SandboxConfig(device="cpu", num_correct_trials=1)
+  with SandboxPool(config, max_parallel=2) as pool:
+    first = pool.evaluate([_honest_job()])
+    pid = pool.launcher.server_pid()
+    assert first[0].correct and pid is not None
+    os.killpg(pid, signal.SIGKILL)  # between batches
+    second = pool.evaluate([_honest_job()] * 2)
+    assert [v.status for v in second] == ["correct", "correct"]
+    third = pool.evaluate([_honest_job()])  # by a new server (or the first failure's restart)
+    assert third[0].correct
+    assert pool.launcher.server_pid() not in (None, pid)
+
+
+def test_a_server_killed_mid_judgement_gets_the_job_judged_again():
+  # A hanging candidate keeps its judge busy; the server dies under it. The job is judged again
+  # by a plain judge, to the verdict it deserves (a timeout), instead of an error about a lost
+  # judge.
+  import threading
+  import psutil
+  config = SandboxConfig(device="cpu", correctness_timeout_s=4.0, build_timeout_s=20.0)
+  job = Job(_read("references/scaled_relu"), _read("faults/hang_forward"), "triton", "hang")
+  with SandboxPool(config, max_parallel=1) as pool:
+    out = []
+    thread = threading.Thread(target=lambda: out.extend(pool.evaluate([job])))
+    thread.start()
+    deadline = time.monotonic() + 60
+    server = None
+    while time.monotonic() < deadline:  # until server -> judge -> worker exists
+      pid = pool.launcher.server_pid()
+      if pid is not None and len(psutil.Process(pid).children(recursive=True)) >= 2:
+        server = pid
+        break
+      time.sleep(0.1)
+    assert server is not None, "the judge never started its worker"
+    os.killpg(server, signal.SIGKILL)
+    thread.join(timeout=120)
+  assert out and out[0].status == "timeout" and out[0].stage == "correctness", out
+
+
+def test_the_server_refuses_a_malformed_request():
+  launcher = evaluate_lib.ZygoteLauncher("cpu")
+  try:
+    path, _ = launcher._ensure_server()  # pylint: disable=protected-access
+    for payload, fds in ((b"not json\n", True), (b'{"job_path": "x"}\n', True),
+                         (json.dumps({"job_path": "a", "result_path": "b", "log_path": "c",
+                                      "cwd": "d"}).encode() + b"\n", False)):
+      conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+      conn.settimeout(10)
+      conn.connect(path)
+      r, w = os.pipe()
+      try:
+        socket.send_fds(conn, [payload], [r] if fds else [])
+        reply = json.loads(conn.makefile("rb").readline())
+      finally:
+        os.close(r)
+        os.close(w)
+        conn.close()
+      assert "bad request" in reply.get("error", ""), (payload, reply)
+    assert launcher.server_pid() is not None  # still serving
+  finally:
+    launcher.close()
+  assert launcher.server_pid() is None
+
+
+def test_a_forked_worker_cannot_read_the_secret_from_stdin(tmp_path):
+  # The judge reads the caller's secret from stdin only after its worker is gone; the worker's
+  # stdin is /dev/null from its first instruction. The probe is the worker's own setup, run in
+  # a process whose stdin holds a secret as a judge's would.
+  import subprocess
+  import sys
+  probe = tmp_path / "probe.py"
+  probe.write_text(
+      "import os, sys\n"
+      "from kernelzero_jax.sandbox import worker\n"
+      f"worker._setup_process({{'workdir': {str(tmp_path / 'w')!r}, 'device': 'cpu', "
+      "'memory_limit_gb': 4.0})\n"
+      "data = os.read(0, 100)\n"
+      f"open({str(tmp_path / 'out.txt')!r}, 'wb').write(data)\n")
+  repo = pathlib.Path(__file__).parent.parent
+  subprocess.run([sys.executable, str(probe)], input=b"the-secret\n", check=True, cwd=repo,
+                 env=dict(os.environ, PYTHONPATH=str(repo)), timeout=60)
+  assert (tmp_path / "out.txt").read_bytes() == b""
+
+
+def test_unknown_launcher_is_refused():
+  with pytest.raises(ValueError, match="launcher"):
+    SandboxPool(SandboxConfig(device="cpu"), launcher="threads")
+  with pytest.raises(ValueError, match="device"):
+    evaluate_lib.ZygoteLauncher("tpu")
