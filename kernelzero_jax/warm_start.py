@@ -5,7 +5,8 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
 
   data/        teacher pairs, sandbox-checked (teacher.make_pairs): train.jsonl from the train
                split, heldout.jsonl from the held-out split (op structures never trained on),
-               their reports, heldout_problems/level1/*.py (the held-out modules whose teacher
+               their reports, every verdict as it came ({split}_verdicts.jsonl: a killed data
+               stage resumes from it), heldout_problems/level1/*.py (the held-out modules whose teacher
                kernel is correct and whose reference is not degenerate, in KernelBench layout)
                and rl_modules/*.py (fresh train-split modules for the RL stage)
   tokenizer/   a byte-level BPE trained on the train pairs' text (at most `vocab_size` tokens)
@@ -135,7 +136,8 @@ def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> 
       pairs, report = make_pairs(modules, config.backend, config.sandbox,
                                  max_parallel=config.max_parallel or None,
                                  prompt_style=config.prompt_style, comments=config.comments,
-                                 progress=progress)
+                                 progress=progress,
+                                 journal=os.path.join(data_dir, f"{split}_verdicts.jsonl"))
       write_jsonl(pairs, os.path.join(data_dir, f"{split}.jsonl"))
       if split == "heldout":
         # Only modules the teacher solves and whose outputs can tell a right kernel from a

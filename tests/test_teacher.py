@@ -398,3 +398,35 @@ def test_make_teacher_data_end_to_end(tmp_path):
     assert extract_code(pair["completion"]).code.strip() == teacher.write_triton(spec).strip()
     assert pair["meta"]["name"] == name and pair["meta"]["status"] == "correct"
     assert pair["meta"]["kind"] == spec.kind and pair["meta"]["speedup"] is None
+
+
+def test_make_pairs_journal_resumes_without_judging_again(tmp_path):
+  # A first call judges two modules and journals them; the second call, for four modules, must
+  # take those two verdicts from the journal (proved by planting a distinguishable verdict for
+  # one of them) and judge only the other two. A half-written last line is ignored.
+  from kernelzero_jax.sandbox import SandboxConfig
+  from kernelzero_jax.teacher.pairs import make_pairs
+  config = SandboxConfig(device="cpu", timing=False, num_correct_trials=1)
+  modules = generator.generate_modules(4, seed=3)
+  journal = tmp_path / "verdicts.jsonl"
+  pairs, report = make_pairs(modules[:2], "triton", config, max_parallel=2, progress=False,
+                             journal=str(journal))
+  assert report["num_pairs"] == 2
+  entries = [json.loads(line) for line in journal.read_text().splitlines()]
+  assert sorted(e["name"] for e in entries) == [modules[0][0], modules[1][0]]
+  planted = next(e for e in entries if e["name"] == modules[0][0])
+  planted["verdict"]["status"], planted["verdict"]["correct"] = "incorrect", False
+  planted["verdict"]["reasons"] = ["planted in the journal"]
+  journal.write_text("".join(json.dumps(e) + "\n" for e in entries) + '{"key": "half')
+  pairs, report = make_pairs(modules, "triton", config, max_parallel=2, progress=False,
+                             journal=str(journal))
+  assert report["num_pairs"] == 3, report["failures"]
+  assert report["failures"][0]["name"] == modules[0][0]
+  assert report["failures"][0]["reasons"] == ["planted in the journal"]
+  names = [json.loads(line)["name"] for line in journal.read_text().splitlines()[3:]]
+  assert sorted(names) == sorted([modules[2][0], modules[3][0]])  # only the new ones judged
+  # Other sandbox settings are other judgements: nothing is reused.
+  _, report = make_pairs(modules[:1], "triton", SandboxConfig(device="cpu", timing=False,
+                                                              num_correct_trials=2),
+                         max_parallel=1, progress=False, journal=str(journal))
+  assert report["num_pairs"] == 1

@@ -13,11 +13,13 @@ with the sandbox's reasons, in the report.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 from typing import Any, Sequence
 
 from kernelzero_jax.coder.prompts import coder_messages
+from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sandbox.evaluate import Job, SandboxPool, cuda_visible
 from kernelzero_jax.teacher import generator
@@ -34,14 +36,39 @@ def completion_text(candidate_source: str) -> str:
   return f"```python\n{body}```"
 
 
+def _journal_key(name: str, reference: str, candidate: str, config: SandboxConfig) -> str:
+  text = json.dumps([name, reference, candidate, config.to_dict()], sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_journal(path: str | None) -> dict[str, V.Verdict]:
+  """key -> verdict from a journal of an earlier, interrupted call (unreadable lines skipped:
+  the last one may be half written)."""
+  out: dict[str, V.Verdict] = {}
+  if path is None or not os.path.exists(path):
+    return out
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        entry = json.loads(line)
+        out[entry["key"]] = V.Verdict.from_dict(entry["verdict"])
+      except (ValueError, KeyError, TypeError):
+        continue
+  return out
+
+
 def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxConfig,
                max_parallel: int | None = None, prompt_style: str = "zero_shot",
-               comments: bool = True, progress: bool = True
+               comments: bool = True, progress: bool = True, journal: str | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
   """Judges the teacher's candidate for every module; returns (pairs, report).
 
   The report holds the pass rate overall and by kind, the count of each status, the degenerate
   references among the passes, and every failure with its reasons.
+
+  With `journal` (a JSONL path), every verdict is appended there as soon as it exists, and
+  verdicts already there for the same module, candidate and sandbox settings are reused: a
+  killed call loses no finished judgement.
   """
   jobs, entries, failures = [], [], []
   for name, source, spec in modules:
@@ -54,8 +81,31 @@ def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxC
       continue
     jobs.append(Job(source, candidate, backend, name))
     entries.append((name, source, spec, candidate))
-  verdicts = SandboxPool(sandbox_config, max_parallel=max_parallel).evaluate(jobs,
-                                                                             progress=progress)
+  keys = [_journal_key(j.name, j.reference_source, j.candidate_source, sandbox_config)
+          for j in jobs]
+  done = _read_journal(journal)
+  todo = [i for i, k in enumerate(keys) if k not in done]
+  verdicts: list[V.Verdict | None] = [done.get(k) for k in keys]
+  log = open(journal, "a+", encoding="utf-8") if journal else None  # pylint: disable=consider-using-with
+  if log is not None and log.tell() > 0:
+    log.seek(log.tell() - 1)
+    if log.read(1) != "\n":
+      log.write("\n")  # end a line a killed call left half written
+
+  def record(i: int, _job: Job, verdict: V.Verdict) -> None:
+    if log is not None:
+      log.write(json.dumps({"key": keys[todo[i]], "name": jobs[todo[i]].name,
+                            "verdict": verdict.to_dict()}, default=repr) + "\n")
+      log.flush()
+
+  try:
+    with SandboxPool(sandbox_config, max_parallel=max_parallel) as pool:
+      fresh = pool.evaluate([jobs[i] for i in todo], progress=progress, on_result=record)
+  finally:
+    if log is not None:
+      log.close()
+  for i, verdict in zip(todo, fresh):
+    verdicts[i] = verdict
   pairs = []
   by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   statuses: collections.Counter = collections.Counter(f["status"] for f in failures)
