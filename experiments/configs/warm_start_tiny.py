@@ -29,7 +29,7 @@ def get_config():
   return configs.config_dict(
       WarmStartConfig,
       seed=0,
-      num_train_modules=400, num_heldout_modules=64, num_rl_modules=64,
+      num_train_modules=2000, num_heldout_modules=64, num_rl_modules=64,
       policy=dict(preset="coder-tiny", init_seed=0),
       sft=dict(seed=0, num_steps=400, batch_size=8, seq_len=1152, compute_dtype="float32",
                eval_every=50, checkpoint_every=50,

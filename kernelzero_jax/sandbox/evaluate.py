@@ -313,11 +313,12 @@ class SandboxPool:
 
   `launcher` names how judges start (LAUNCHERS): "zygote" forks them from a warm server that
   the pool keeps for its lifetime (`close()` stops it), "subprocess" starts fresh interpreters.
-  Verdicts do not depend on it.
+  Verdicts do not depend on it. Unset, it is $KERNELZERO_SANDBOX_LAUNCHER, else "zygote".
   """
 
   def __init__(self, config: SandboxConfig | None = None, max_parallel: int | None = None,
-               gpu_indices: Sequence[int] = (0,), launcher: str = "zygote"):
+               gpu_indices: Sequence[int] = (0,), launcher: str | None = None):
+    launcher = launcher or os.environ.get("KERNELZERO_SANDBOX_LAUNCHER") or "zygote"
     self.config = config or SandboxConfig()
     self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
     self.gpu_indices = list(gpu_indices) or [0]
@@ -343,11 +344,20 @@ class SandboxPool:
     if progress:
       from tqdm import tqdm  # pylint: disable=import-outside-toplevel
       bar = tqdm(total=len(jobs), desc="sandbox", unit="cand")
+    submitted = time.perf_counter()
+
+    def judge(i: int, j: Job) -> V.Verdict:
+      started = time.perf_counter()
+      verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
+                                   self.gpu_indices[i % len(self.gpu_indices)], self.launcher)
+      # Caller-side times: waiting for a free slot, and the whole judgement from launch to
+      # verdict (the stages inside it are the judge's own entries).
+      verdict.stage_seconds["queue"] = round(started - submitted, 3)
+      verdict.stage_seconds["total"] = round(time.perf_counter() - started, 3)
+      return verdict
+
     with concurrent.futures.ThreadPoolExecutor(self.max_parallel) as ex:
-      futures = {ex.submit(evaluate_candidate, j.reference_source, j.candidate_source, j.backend,
-                           self.config, self.gpu_indices[i % len(self.gpu_indices)],
-                           self.launcher): i
-                 for i, j in enumerate(jobs)}
+      futures = {ex.submit(judge, i, j): i for i, j in enumerate(jobs)}
       passed = 0
       for fut in concurrent.futures.as_completed(futures):
         i = futures[fut]

@@ -1,0 +1,164 @@
+r"""Sandbox throughput: the warm judge server against plain judge processes, same batch, one run.
+
+    python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton \
+        --out=/tmp/throughput.json
+
+The batch: the rule-based teacher's candidate for every KernelBench level-1/2 problem it
+understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
+cheating candidates of benchmarks/candidates/ for the chosen backends. Each launcher judges the
+whole batch with the same SandboxPool settings (GPU work serialised per GPU, as in training).
+Prints per-candidate stage times (queue, build, correctness, timing, total), the medians and the
+throughput of each launcher, their ratio, and every candidate whose verdict differs (status,
+stage or correctness); writes all verdicts as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+
+from absl import app
+from absl import flags
+
+from kernelzero_jax.tasks import kernelbench as tasks
+from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
+from kernelzero_jax.sandbox.evaluate import LAUNCHERS
+
+_KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
+_CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
+_BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
+_LAUNCHERS = flags.DEFINE_list("launchers", ["zygote", "subprocess"], "Launchers to compare.")
+_COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
+_MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
+                                    "per backend (0: all it understands).")
+_EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest kernels and cheats.")
+_PARALLEL = flags.DEFINE_integer("max_parallel", 16, "Concurrent judges.")
+_TIMING = flags.DEFINE_bool("timing", True, "Time candidates (as the speed reward needs).")
+_DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
+_OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
+
+STAGES = ("queue", "build", "correctness", "timing", "total")
+
+
+def _header(source: str, key: str) -> str | None:
+  m = re.search(rf"^#\s*{key}:\s*(\S+)", source, re.MULTILINE)
+  return m.group(1) if m else None
+
+
+def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
+               ) -> tuple[list[Job], list[dict]]:
+  from kernelzero_jax.teacher import NotInFamily, teach  # pylint: disable=import-outside-toplevel
+  jobs, meta = [], []
+  all_tasks, _ = tasks.scan_tasks(kb_dir, (1, 2))
+  for backend in backends:
+    taken = 0
+    for task in all_tasks:
+      if max_teacher and taken >= max_teacher:
+        break
+      try:
+        source = teach(task.source, backend)
+      except NotInFamily:
+        continue
+      taken += 1
+      for c in range(copies):
+        jobs.append(Job(task.source, source, backend, name=f"teacher/{task.key}/{backend}/{c}"))
+        meta.append({"kind": "teacher", "problem": task.key, "backend": backend})
+    root = _CANDIDATES.value
+    for kind in ("honest", "cheats") if _EXTRAS.value else ():
+      folder = os.path.join(root, kind)
+      for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+          continue
+        src = open(os.path.join(folder, name)).read()
+        m = re.match(r"level(\d)_(\d+)_(cuda|triton)\.py$", name)
+        if kind == "honest" and m:
+          lvl, pid, cand_backend = int(m.group(1)), int(m.group(2)), m.group(3)
+        elif kind == "cheats" and _header(src, "problem") and _header(src, "backend"):
+          lvl, pid = map(int, re.match(r"level(\d)/(\d+)_", _header(src, "problem")).groups())
+          cand_backend = _header(src, "backend")
+        else:
+          continue
+        if cand_backend != backend:
+          continue
+        task = tasks.load_task(lvl, pid, kb_dir)
+        jobs.append(Job(task.source, src, backend, name=f"{kind}/{name}"))
+        meta.append({"kind": kind, "problem": task.key, "backend": backend})
+  return jobs, meta
+
+
+def _median(values: list[float]) -> float | None:
+  return round(statistics.median(values), 3) if values else None
+
+
+def run() -> dict:
+  jobs, meta = make_batch(_KB.value, _BACKENDS.value, _COPIES.value, _MAX_TEACHER.value)
+  device = _DEVICE.value
+  config = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda")
+  results = {}
+  for launcher in _LAUNCHERS.value:
+    if launcher not in LAUNCHERS:
+      raise app.UsageError(f"--launchers: unknown {launcher!r}; known {LAUNCHERS}")
+    t0 = time.perf_counter()
+    with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
+      verdicts = pool.evaluate(jobs, progress=True)
+    wall = time.perf_counter() - t0
+    rows = [dict(m, name=j.name, **v.to_dict()) for j, m, v in zip(jobs, meta, verdicts)]
+    by_backend = {}
+    for backend in _BACKENDS.value:
+      mine = [r for r in rows if r["backend"] == backend]
+      by_backend[backend] = {
+          stage: _median([r["stage_seconds"][stage] for r in mine
+                          if stage in r["stage_seconds"]]) for stage in STAGES}
+    results[launcher] = {"wall_s": round(wall, 1), "num": len(rows),
+                         "per_minute": round(60 * len(rows) / wall, 1),
+                         "medians": by_backend, "rows": rows}
+    print(f"\n{launcher}: {len(rows)} candidates in {wall:.1f} s "
+          f"({results[launcher]['per_minute']} per minute)")
+    print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
+    for r in rows:
+      s = r["stage_seconds"]
+      cells = " ".join(f"{s[k]:11.2f}" if k in s else f"{'-':>11s}" for k in STAGES)
+      print(f"{r['name'][:58]:58s} {r['status']:14s} {cells}")
+    for backend, med in by_backend.items():
+      print(f"median {backend}: " + ", ".join(f"{k} {v}" for k, v in med.items()))
+
+  summary = {"device": device, "timing": config.timing, "num_candidates": len(jobs)}
+  names = list(results)
+  if len(names) == 2:
+    a, b = (results[n]["rows"] for n in names)
+    key = lambda r: (r["status"], r["stage"], r["correct"])
+    differ = [{"name": x["name"], names[0]: key(x), names[1]: key(y),
+               "reasons": [x["reasons"][:1], y["reasons"][:1]]}
+              for x, y in zip(a, b) if key(x) != key(y)]
+    summary.update({
+        "verdicts_agree": not differ, "differences": differ,
+        "throughput_ratio": round(results[names[0]]["per_minute"]
+                                  / results[names[1]]["per_minute"], 2),
+        "median_total_ratio": {
+            backend: (round(results[names[1]]["medians"][backend]["total"]
+                            / results[names[0]]["medians"][backend]["total"], 2)
+                      if results[names[0]]["medians"][backend]["total"] else None)
+            for backend in _BACKENDS.value}})
+    print(f"\n{names[0]} vs {names[1]}: throughput x{summary['throughput_ratio']}, median "
+          f"total time x{summary['median_total_ratio']} faster; verdicts agree: "
+          f"{summary['verdicts_agree']}")
+    for d in differ:
+      print("  differs:", json.dumps(d)[:400])
+  for n in names:
+    summary[n] = {k: v for k, v in results[n].items() if k != "rows"}
+  with open(_OUT.value, "w") as f:
+    json.dump({"summary": summary, "results": results}, f, indent=1, default=str)
+  print(json.dumps({k: v for k, v in summary.items() if k != "differences"}))
+  return summary
+
+
+def main(argv):
+  del argv
+  run()
+
+
+if __name__ == "__main__":
+  app.run(main)
