@@ -170,3 +170,25 @@ def test_unknown_launcher_is_refused():
     SandboxPool(SandboxConfig(device="cpu"), launcher="threads")
   with pytest.raises(ValueError, match="device"):
     evaluate_lib.ZygoteLauncher("tpu")
+
+
+def test_a_server_that_cannot_start_leaves_plain_judges(monkeypatch):
+  # E.g. an import that initialises CUDA: the server refuses to serve. Every job is still
+  # judged (by plain judges), and the launcher stops trying to start servers.
+  launcher = evaluate_lib.ZygoteLauncher("cpu")
+  real_popen = evaluate_lib.subprocess.Popen
+  starts = []
+
+  def popen(args, *a, **k):
+    if "kernelzero_jax.sandbox.zygote" in args:
+      starts.append(args)
+      args = [args[0], "-c", "raise SystemExit('no server today')"]
+    return real_popen(args, *a, **k)
+
+  monkeypatch.setattr(evaluate_lib.subprocess, "Popen", popen)
+  config = SandboxConfig(device="cpu", num_correct_trials=1)
+  pool = SandboxPool(config, max_parallel=1)
+  pool.launcher = launcher
+  verdicts = pool.evaluate([_honest_job()] * 2)
+  assert [v.status for v in verdicts] == ["correct", "correct"]
+  assert len(starts) == 1 and "no server today" in launcher.start_failure

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import glob
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -125,6 +126,7 @@ class ZygoteLauncher:
     self._proc: subprocess.Popen | None = None
     self._dir: str | None = None
     self._plain = SubprocessLauncher()
+    self.start_failure: str | None = None  # set once a server failed to start: no more tries
 
   @property
   def socket_path(self) -> str | None:
@@ -136,6 +138,8 @@ class ZygoteLauncher:
 
   def _ensure_server(self) -> tuple[str, subprocess.Popen]:
     with self._lock:
+      if self.start_failure is not None:
+        raise ZygoteUnavailable(self.start_failure)
       if self._proc is not None and self._proc.poll() is None:
         return self.socket_path, self._proc
       self._stop_locked()
@@ -152,7 +156,10 @@ class ZygoteLauncher:
           with open(os.path.join(self._dir, "zygote.log"), errors="replace") as f:
             tail = " | ".join(f.read()[-1500:].strip().splitlines()[-5:])
           self._stop_locked()
-          raise ZygoteUnavailable(f"the warm judge server did not start: {tail}")
+          # It would fail again the same way (an import, a device): plain judges from now on.
+          self.start_failure = f"the warm judge server did not start: {tail}"
+          logging.warning("%s; using plain judge processes", self.start_failure)
+          raise ZygoteUnavailable(self.start_failure)
         time.sleep(0.02)
       return path, self._proc
 
