@@ -192,3 +192,29 @@ def test_a_server_that_cannot_start_leaves_plain_judges(monkeypatch):
   verdicts = pool.evaluate([_honest_job()] * 2)
   assert [v.status for v in verdicts] == ["correct", "correct"]
   assert len(starts) == 1 and "no server today" in launcher.start_failure
+
+
+def test_a_forked_worker_takes_its_own_temporary_directory(tmp_path):
+  # The warm server imported modules that already asked tempfile for a directory (cached in
+  # tempfile.tempdir); a worker forked from it must still create temporary files in its own
+  # directory (on a GPU, triton builds its driver there), as a spawned worker does.
+  import subprocess
+  import sys
+  probe = tmp_path / "probe.py"
+  workdir = tmp_path / "w"
+  probe.write_text(
+      "import os, tempfile\n"
+      "tempfile.gettempdir()  # cached before the fork, as in the server\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "  from kernelzero_jax.sandbox import worker\n"
+      f"  worker._setup_process({{'workdir': {str(workdir)!r}, 'device': 'cpu', "
+      "'memory_limit_gb': 4.0})\n"
+      "  with tempfile.NamedTemporaryFile(delete=False) as f:\n"
+      f"    open({str(tmp_path / 'where.txt')!r}, 'w').write(f.name)\n"
+      "  os._exit(0)\n"
+      "os.waitpid(pid, 0)\n")
+  repo = pathlib.Path(__file__).parent.parent
+  subprocess.run([sys.executable, str(probe)], check=True, cwd=repo, timeout=60,
+                 env=dict(os.environ, PYTHONPATH=str(repo)))
+  assert (tmp_path / "where.txt").read_text().startswith(str(workdir) + os.sep)

@@ -17,6 +17,7 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -54,6 +55,9 @@ def _setup_process(spec: dict[str, Any]) -> None:
   os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
   os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton_cache")
   os.environ["TMPDIR"] = workdir
+  # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
+  # builds its launcher in a temporary directory on first use): point it here too.
+  tempfile.tempdir = workdir
   if spec["device"] == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
