@@ -47,6 +47,10 @@ class SandboxConfig:
   check_degenerate: bool = True
   profile_kernels: bool = True  # GPU: which kernels really ran, on which streams
   reference_tf32: bool = False
+  # GPU judges whose untimed checks may run at once on one GPU (timing always has it alone).
+  # 1: every judge has the GPU to itself from its first check to its last. More is for small
+  # problems: the checks' memory then adds up (each worker may take gpu_memory_fraction).
+  gpu_concurrency: int = 1
 
   def __post_init__(self):
     if self.device not in DEVICES:
@@ -54,6 +58,8 @@ class SandboxConfig:
     if self.tolerance not in TOLERANCE_PRESETS and (self.atol is None or self.rtol is None):
       raise ValueError(f"unknown tolerance preset {self.tolerance!r}; known: "
                        f"{sorted(TOLERANCE_PRESETS)} (or give both atol and rtol)")
+    if self.gpu_concurrency < 1:
+      raise ValueError("gpu_concurrency must be >= 1")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

@@ -145,17 +145,55 @@ def _describe_exit(code: int | None) -> str:
   return f"exit code {code}"
 
 
+def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
+  directory = lock_dir or tempfile.gettempdir()
+  name = (f"kernelzero_sandbox_gpu{device_index}.lock" if slot == 0
+          else f"kernelzero_sandbox_gpu{device_index}.slot{slot}.lock")
+  return os.path.join(directory, name)
+
+
 @contextlib.contextmanager
-def gpu_lock(device_index: int):
-  """Serialises GPU work (correctness and timing) of all judges on one GPU, so timings are not
-  disturbed; builds run outside it, in parallel."""
-  path = os.path.join(tempfile.gettempdir(), f"kernelzero_sandbox_gpu{device_index}.lock")
-  with open(path, "a+") as f:
-    fcntl.flock(f, fcntl.LOCK_EX)
-    try:
-      yield
-    finally:
-      fcntl.flock(f, fcntl.LOCK_UN)
+def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
+              lock_dir: str | None = None):
+  """GPU work of all judges on one GPU, coordinated by `slots` lock files.
+
+  Exclusive (timing, or everything when slots is 1) holds every slot, so nothing else runs on
+  the GPU; shared (untimed correctness checks) holds one, so up to `slots` judges check at once.
+  Slots are taken in index order by exclusive holders and one at a time by shared ones, and no
+  holder waits for a slot while holding another in shared mode: no deadlock."""
+  files = []
+  try:
+    if exclusive:
+      for slot in range(slots):
+        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+        files.append(f)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    else:
+      order = list(range(slots))
+      random.Random(os.getpid()).shuffle(order)
+      for slot in order:  # a free slot if there is one
+        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+        try:
+          fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+          files.append(f)
+          break
+        except BlockingIOError:
+          f.close()
+      else:  # all busy: wait for one
+        f = open(_lock_path(device_index, order[0], lock_dir), "a+")  # pylint: disable=consider-using-with
+        files.append(f)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    yield
+  finally:
+    for f in reversed(files):
+      with contextlib.suppress(OSError):
+        fcntl.flock(f, fcntl.LOCK_UN)
+      f.close()
+
+
+def gpu_lock(device_index: int, slots: int = 1):
+  """The whole GPU (every slot): what timing needs, and what outside timers take too."""
+  return gpu_slots(device_index, slots, exclusive=True)
 
 
 class Judge:
@@ -252,44 +290,65 @@ class Judge:
     self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
 
-    lock = (gpu_lock(self.device.index or 0) if self.device.type == "cuda"
-            else contextlib.nullcontext())
-    with lock:
-      base = cfg.seed * 1_000_003
-      seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
-      if cfg.check_degenerate:
-        v.stage = "reference_checks"
-        self._reference_checks(seeds[:2])
-      v.stage = "init"
-      self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
-                                       cfg.correctness_timeout_s, "init"), "init")
-      v.stage = "correctness"
-      t0 = time.perf_counter()
-      for i, seed in enumerate(seeds):
-        self._check_seed(seed, profile=(i == 0), stage="correctness")
-        v.num_correct_trials += 1
-      v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
-
-      if self.device.type == "cuda" and cfg.timing:
-        v.stage = "timing"
-        t0 = time.perf_counter()
-        self._timing(base)
-        v.stage_seconds["timing"] = round(time.perf_counter() - t0, 3)
-
-      v.stage = "post_check"
-      self._check_seed(base + 999_983, profile=True, stage="post_check")
-      # Free this evaluation's GPU memory before the next judge gets the GPU.
-      self.worker.kill()
-      self.worker = None
-      del self.ref_model
-      if self.device.type == "cuda":
-        torch.cuda.empty_cache()
+    cuda = self.device.type == "cuda"
+    slots = cfg.gpu_concurrency if cuda else 1
+    hold = lambda exclusive: (gpu_slots(self.device.index or 0, slots, exclusive) if cuda
+                              else contextlib.nullcontext())
+    base = cfg.seed * 1_000_003
+    if slots == 1:  # the whole evaluation under one hold: nothing else on the GPU meanwhile
+      with hold(exclusive=True):
+        self._checks(base)
+        if cuda and cfg.timing:
+          self._timed(base)
+        self._post_check(base)
+    else:  # untimed checks share the GPU with other judges' checks; timing has it alone
+      with hold(exclusive=False):
+        self._checks(base)
+      if cfg.timing:
+        with hold(exclusive=True):
+          self._timed(base)
+      with hold(exclusive=False):
+        self._post_check(base)
     if v.candidate_ms and v.reference_ms:
       v.speedup = v.reference_ms / v.candidate_ms
     if v.compile_ms and v.candidate_ms:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
+
+  def _checks(self, base: int) -> None:
+    """Reference checks, the candidate's init, and its outputs on fresh input sets."""
+    cfg, v = self.cfg, self.verdict
+    seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
+    if cfg.check_degenerate:
+      v.stage = "reference_checks"
+      self._reference_checks(seeds[:2])
+    v.stage = "init"
+    self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
+                                     cfg.correctness_timeout_s, "init"), "init")
+    v.stage = "correctness"
+    t0 = time.perf_counter()
+    for i, seed in enumerate(seeds):
+      self._check_seed(seed, profile=(i == 0), stage="correctness")
+      v.num_correct_trials += 1
+    v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
+
+  def _timed(self, base: int) -> None:
+    v = self.verdict
+    v.stage = "timing"
+    t0 = time.perf_counter()
+    self._timing(base)
+    v.stage_seconds["timing"] = round(time.perf_counter() - t0, 3)
+
+  def _post_check(self, base: int) -> None:
+    """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next."""
+    self.verdict.stage = "post_check"
+    self._check_seed(base + 999_983, profile=True, stage="post_check")
+    self.worker.kill()
+    self.worker = None
+    del self.ref_model
+    if self.device.type == "cuda":
+      self.torch.cuda.empty_cache()
 
   def _expect(self, reply: dict[str, Any], stage: str) -> dict[str, Any]:
     if not reply.get("ok"):

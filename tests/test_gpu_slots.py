@@ -1,0 +1,86 @@
+"""The judges' GPU coordination (judge.gpu_slots), exercised with threads on the CPU.
+
+Shared holders (untimed checks) may overlap up to the slot count; an exclusive holder (timing)
+overlaps with nobody. With one slot, every hold is exclusive, as the sandbox has always been.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kernelzero_jax.sandbox import SandboxConfig
+from kernelzero_jax.sandbox.judge import gpu_slots
+
+
+class Recorder:
+  """Counts concurrent holders of each kind and remembers the worst overlap seen."""
+
+  def __init__(self):
+    self.lock = threading.Lock()
+    self.shared = 0
+    self.exclusive = 0
+    self.max_shared = 0
+    self.violations = []
+
+  def enter(self, exclusive: bool):
+    with self.lock:
+      if exclusive:
+        self.exclusive += 1
+        if self.shared or self.exclusive > 1:
+          self.violations.append(("exclusive overlapped", self.shared, self.exclusive))
+      else:
+        self.shared += 1
+        self.max_shared = max(self.max_shared, self.shared)
+        if self.exclusive:
+          self.violations.append(("shared during exclusive", self.shared, self.exclusive))
+
+  def leave(self, exclusive: bool):
+    with self.lock:
+      if exclusive:
+        self.exclusive -= 1
+      else:
+        self.shared -= 1
+
+
+def _hammer(tmp_path, slots: int, kinds: list[bool], hold_s: float = 0.05) -> Recorder:
+  rec = Recorder()
+
+  def work(exclusive: bool):
+    for _ in range(3):
+      with gpu_slots(0, slots, exclusive, lock_dir=str(tmp_path)):
+        rec.enter(exclusive)
+        time.sleep(hold_s)
+        rec.leave(exclusive)
+
+  threads = [threading.Thread(target=work, args=(k,)) for k in kinds]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(timeout=60)
+  assert not any(t.is_alive() for t in threads), "deadlock"
+  return rec
+
+
+def test_shared_holders_overlap_up_to_the_slot_count(tmp_path):
+  rec = _hammer(tmp_path, slots=3, kinds=[False] * 6)
+  assert not rec.violations
+  assert rec.max_shared == 3  # 6 threads, 3 slots: they do overlap, and never more than 3
+
+
+def test_exclusive_holders_overlap_with_nobody(tmp_path):
+  rec = _hammer(tmp_path, slots=4, kinds=[False] * 5 + [True] * 3)
+  assert not rec.violations, rec.violations[:3]
+  assert rec.max_shared >= 2
+
+
+def test_one_slot_is_one_holder_at_a_time(tmp_path):
+  rec = _hammer(tmp_path, slots=1, kinds=[False] * 4)
+  assert not rec.violations and rec.max_shared == 1
+
+
+def test_gpu_concurrency_must_be_positive():
+  with pytest.raises(ValueError, match="gpu_concurrency"):
+    SandboxConfig(gpu_concurrency=0)
