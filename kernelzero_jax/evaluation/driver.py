@@ -213,9 +213,9 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
         jobs.append(Job(reference_source=task.source, candidate_source=source,
                         backend=config.backend, name=f"{task.key}/sample_{s}"))
         job_keys.append((task, s))
-    pool = SandboxPool(config.sandbox, max_parallel=config.max_parallel or None)
-    pool.evaluate(jobs, progress=config.progress,
-                  on_result=lambda i, job, verdict: log.write(_record(*job_keys[i], verdict)))
+    with SandboxPool(config.sandbox, max_parallel=config.max_parallel or None) as pool:
+      pool.evaluate(jobs, progress=config.progress,
+                    on_result=lambda i, job, verdict: log.write(_record(*job_keys[i], verdict)))
   finally:
     log.close()
 
