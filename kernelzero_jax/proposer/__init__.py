@@ -1,0 +1,7 @@
+"""The Proposer (issue 7, in progress): its API catalog and the co-occurrence-weighted sampling of
+API sets it is asked to combine.
+
+  catalog.py   torch APIs by category, how to call them, and which of them code uses (from its
+               syntax tree: functions, modules called through attributes, methods, operators)
+  api_sets.py  co-occurrence mined from the installed transformers' model files; ApiSetSampler
+"""
