@@ -33,7 +33,7 @@ END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<
               "<|end|>", "</s>", "<|im_start|>")
 
 _THINK_BLOCK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
-_MODEL_NEW_RE = re.compile(r"^class[ \t]+ModelNew\b", re.MULTILINE)
+_CLASS_RE = "^class[ \t]+{name}\\b"
 _FENCE = "```"
 
 
@@ -59,9 +59,8 @@ class _Block:
     # lines around the code are not part of it.
     return textwrap.dedent("\n".join(self.lines)).strip("\n") + "\n"
 
-  @property
-  def defines_model_new(self) -> bool:
-    return bool(_MODEL_NEW_RE.search(self.code))
+  def defines(self, class_re: re.Pattern) -> bool:
+    return bool(class_re.search(self.code))
 
 
 def _cut_at_end_token(text: str) -> tuple[str, bool]:
@@ -124,21 +123,21 @@ def _compile_error(code: str) -> str | None:
   return None
 
 
-def _defines_top_level_model_new(code: str) -> bool:
-  """True when `class ModelNew` is a top-level statement (not text inside a string)."""
+def _defines_top_level(code: str, class_name: str) -> bool:
+  """True when `class <class_name>` is a top-level statement (not text inside a string)."""
   try:
     tree = ast.parse(code)
   except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
     return False
-  return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+  return any(isinstance(n, ast.ClassDef) and n.name == class_name for n in tree.body)
 
 
-def _candidate(code: str, what: str) -> Extraction:
+def _candidate(code: str, what: str, class_name: str) -> Extraction:
   error = _compile_error(code)
   if error is not None:
     return Extraction(None, f"{what} does not parse as Python: {error}")
-  if not _defines_top_level_model_new(code):
-    return Extraction(None, f"{what} has no top-level `class ModelNew`")
+  if not _defines_top_level(code, class_name):
+    return Extraction(None, f"{what} has no top-level `class {class_name}`")
   return Extraction(code, None)
 
 
@@ -148,8 +147,10 @@ _REASONING_OPEN = ("the reasoning (<think>) never ends: the completion was proba
                    "the length limit before any code")
 
 
-def extract_code(completion: str) -> Extraction:
-  """The `ModelNew` source in `completion`, or the reason there is none (see the module doc)."""
+def extract_code(completion: str, class_name: str = "ModelNew") -> Extraction:
+  """The source defining `class_name` (the Coder's `ModelNew`; the Proposer's `Model`) in
+  `completion`, or the reason there is none (see the module doc)."""
+  class_re = re.compile(_CLASS_RE.format(name=re.escape(class_name)), re.MULTILINE)
   if not isinstance(completion, str):
     return Extraction(None, f"the completion is a {type(completion).__name__}, not a str")
   text = completion.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
@@ -163,17 +164,17 @@ def extract_code(completion: str) -> Extraction:
   blocks = _fenced_blocks(text)
   if blocks and not blocks[-1].closed and ended_turn:
     blocks[-1].closed = True  # the model ended its turn: it forgot the fence, it was not cut off
-  closed = [b for b in blocks if b.closed and b.defines_model_new]
+  closed = [b for b in blocks if b.closed and b.defines(class_re)]
   open_block = blocks[-1] if blocks and not blocks[-1].closed else None
-  if open_block is not None and (open_block.defines_model_new or not closed):
+  if open_block is not None and (open_block.defines(class_re) or not closed):
     return Extraction(None, _TRUNCATED)
   if closed:
-    return _candidate(closed[-1].code, "the code block defining ModelNew")
+    return _candidate(closed[-1].code, f"the code block defining {class_name}", class_name)
   if blocks:
-    return Extraction(None, f"no `class ModelNew` in the completion: none of its {len(blocks)} "
-                      "code block(s) defines it")
-  if _MODEL_NEW_RE.search(text):
-    return _candidate(text.strip("\n") + "\n", "the completion (no code block)")
+    return Extraction(None, f"no `class {class_name}` in the completion: none of its "
+                      f"{len(blocks)} code block(s) defines it")
+  if class_re.search(text):
+    return _candidate(text.strip("\n") + "\n", "the completion (no code block)", class_name)
   if thinking_open:
     return Extraction(None, _REASONING_OPEN)
-  return Extraction(None, "no `class ModelNew` in the completion (and no code block)")
+  return Extraction(None, f"no `class {class_name}` in the completion (and no code block)")

@@ -106,7 +106,7 @@ def example_sources(backend: str) -> tuple[str, str]:
   return _read_example(EXAMPLE_REFERENCE), _read_example(EXAMPLE_CANDIDATES[backend])
 
 
-def _fenced(source: str) -> str:
+def fenced(source: str) -> str:
   """`source` verbatim in a ```python block (a newline is added only where it is missing)."""
   body = source if source.endswith("\n") else source + "\n"
   return f"```python\n{body}```\n"
@@ -126,13 +126,13 @@ def coder_messages(reference_source: str, backend: str,
   system = {"role": "system", "content": _SYSTEM.format(kernels=kernels)}
   if prompt_style == "compact":
     return [system, {"role": "user", "content": _COMPACT_TASK.format(
-        reference=_fenced(reference_source), kernels=kernels)}]
+        reference=fenced(reference_source), kernels=kernels)}]
   parts = [_TASK_INTRO.format(kernels=kernels)]
   if prompt_style == "one_shot":
     example_reference, example_candidate = example_sources(backend)
-    parts.append(_EXAMPLE.format(reference=_fenced(example_reference), how=how,
-                                 candidate=_fenced(example_candidate)))
-  parts.append(_TASK.format(reference=_fenced(reference_source), kernels=kernels))
+    parts.append(_EXAMPLE.format(reference=fenced(example_reference), how=how,
+                                 candidate=fenced(example_candidate)))
+  parts.append(_TASK.format(reference=fenced(reference_source), kernels=kernels))
   return [system, {"role": "user", "content": "\n".join(parts)}]
 
 
