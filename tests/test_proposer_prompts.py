@@ -66,6 +66,10 @@ def test_a_good_proposal_is_read_with_the_apis_it_uses():
      prompts.BAD_FORMAT, "get_inputs"),
     (f"```python\n{MODULE.replace('def forward', 'def backward')}```", ["gelu"],
      prompts.BAD_FORMAT, "forward"),
+    (f"```python\n{MODULE.replace('import torch.nn as nn', 'import torch.nn as nn; import os')}```",
+     ["gelu"], prompts.FORBIDDEN, "imports `os`"),
+    (f"```python\n{MODULE.replace('super().__init__()', 'super().__init__(); torch.manual_seed(0)')}```",
+     ["gelu"], prompts.FORBIDDEN, "manual_seed"),
     (f"```python\n{MODULE}```", ["conv2d", "softmax"], prompts.MISSING_APIS,
      "does not use softmax"),
     # gelu named only in a comment and a string is not a use
@@ -76,3 +80,14 @@ def test_bad_proposals_are_rejected_with_a_reason(completion, apis, rejection, f
   p = prompts.read_proposal(completion, apis)
   assert not p.ok and p.rejection == rejection, p
   assert fragment in p.reason, p.reason
+
+
+def test_honest_reference_modules_pass_the_capability_checks():
+  # Modules that compute with torch, as references do, are not rejected by check_module.
+  from kernelzero_jax.coder.prompts import example_sources
+  from kernelzero_jax.sandbox import static_checks
+  from kernelzero_jax.teacher import generator
+  sources = [MODULE, example_sources("triton")[0]]
+  sources += [src for _, src, _ in generator.generate_modules(8, seed=0)]
+  for src in sources:
+    assert static_checks.check_module(src) == [], src

@@ -7,8 +7,10 @@ it was never told. It is rendered and tokenised like the Coder's (coder.prompts.
 encode_prompt): the two policies share the sampler and tokenizer code.
 
 `read_proposal` extracts the module (the last code block defining `class Model`, by the Coder's
-extraction rules) and runs the checks that need no execution: the KernelBench format and that
-`forward` really computes with every requested API. What needs execution (it runs on the
+extraction rules) and runs the checks that need no execution: the KernelBench format, the
+sandbox's capability checks (a proposed module becomes a reference, so it may compute with torch
+but reach nothing a candidate may not: no os, subprocess, ctypes, introspection, monkey-patching),
+and that `forward` really computes with every requested API. What needs execution (it runs on the
 device, finite, deterministic, input dependent, within time and memory bounds) is the sandbox's.
 """
 
@@ -20,6 +22,7 @@ from typing import Sequence
 from kernelzero_jax.coder.extract import extract_code
 from kernelzero_jax.coder.prompts import example_sources, fenced
 from kernelzero_jax.proposer import catalog
+from kernelzero_jax.sandbox import static_checks
 from kernelzero_jax.tasks.kernelbench import TaskError, validate_reference_source
 
 _SYSTEM = ("You are an expert PyTorch engineer. You write small, realistic PyTorch modules that "
@@ -71,6 +74,7 @@ def proposer_messages(apis: Sequence[str], max_input_elements: int = MAX_INPUT_E
 # Reasons a proposal is rejected before it runs (counted by reason in the metrics).
 NO_MODULE = "no_module"
 BAD_FORMAT = "bad_format"
+FORBIDDEN = "forbidden_capability"
 MISSING_APIS = "missing_apis"
 
 
@@ -78,7 +82,7 @@ MISSING_APIS = "missing_apis"
 class Proposal:
   source: str | None            # the module, when one was found
   apis_used: frozenset[str]     # catalog APIs its forward computes with
-  rejection: str | None         # NO_MODULE / BAD_FORMAT / MISSING_APIS, or None
+  rejection: str | None         # NO_MODULE / BAD_FORMAT / FORBIDDEN / MISSING_APIS, or None
   reason: str | None            # human-readable
 
   @property
@@ -97,6 +101,10 @@ def read_proposal(completion: str, apis: Sequence[str]) -> Proposal:
     used = frozenset(catalog.forward_apis(source))
   except (TaskError, ValueError, SyntaxError, RecursionError) as e:
     return Proposal(source, frozenset(), BAD_FORMAT, str(e))
+  # A proposed module becomes a reference: it must reach nothing a candidate may not.
+  forbidden = static_checks.check_module(source)
+  if forbidden:
+    return Proposal(source, used, FORBIDDEN, "; ".join(forbidden[:4]))
   missing = [a for a in apis if a not in used]
   if missing:
     return Proposal(source, used, MISSING_APIS,

@@ -201,6 +201,16 @@ def check_candidate(source: str, backend: str) -> StaticReport:
   return report
 
 
+def check_module(source: str) -> list[str]:
+  """The capability checks of `check_candidate` (imports, builtins, introspection, private APIs,
+  monkey-patching, host round trips) for a module a policy wrote as a *reference* (the
+  Proposer's): it may compute with torch, but it reaches nothing a candidate may not. Returns
+  the reasons it breaks them (empty: none). Raises SyntaxError when it does not parse."""
+  report = StaticReport()
+  _check_imports_and_names(ast.parse(source), report)
+  return list(dict.fromkeys(report.rejections))
+
+
 def _check_imports_and_names(tree: ast.AST, report: StaticReport) -> None:
   rej = report.rejections
   for node in ast.walk(tree):
