@@ -5,4 +5,6 @@ API sets it is asked to combine.
                syntax tree: functions, modules called through attributes, methods, operators)
   api_sets.py  co-occurrence mined from the installed transformers' model files; ApiSetSampler
   frontier.py  the Proposer's reward schedules (a registry) and the pool of accepted modules
+  prompts.py   the Proposer's prompt; reading a proposal and its static checks
+Runtime validation of a proposed module is the sandbox's (sandbox.validate_module).
 """

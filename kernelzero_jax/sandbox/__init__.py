@@ -4,8 +4,11 @@ Importing this package does not import torch: torch runs only in the judge and w
 """
 
 from kernelzero_jax.sandbox.config import SandboxConfig, TOLERANCE_PRESETS
-from kernelzero_jax.sandbox.evaluate import Job, SandboxPool, cuda_visible, evaluate_candidate
+from kernelzero_jax.sandbox.evaluate import (Job, SandboxPool, cuda_visible, evaluate_candidate,
+                                             validate_module)
+from kernelzero_jax.sandbox.module_check import ModuleLimits, ModuleVerdict
 from kernelzero_jax.sandbox.verdict import STATUSES, Verdict
 
 __all__ = ["SandboxConfig", "TOLERANCE_PRESETS", "Job", "SandboxPool", "cuda_visible",
-           "evaluate_candidate", "STATUSES", "Verdict"]
+           "evaluate_candidate", "validate_module", "ModuleLimits", "ModuleVerdict", "STATUSES",
+           "Verdict"]

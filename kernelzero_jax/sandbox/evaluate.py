@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import BACKENDS, DEVICES, SandboxConfig
+from kernelzero_jax.sandbox.module_check import ModuleLimits, ModuleVerdict
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -262,19 +263,10 @@ def make_launcher(name: str, device: str) -> SubprocessLauncher | ZygoteLauncher
   return ZygoteLauncher(device) if name == "zygote" else SubprocessLauncher()
 
 
-def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
-                       config: SandboxConfig | None = None, gpu_index: int = 0,
-                       launcher: SubprocessLauncher | ZygoteLauncher | None = None) -> V.Verdict:
-  """Judges one candidate. Never raises for anything the candidate or reference does.
-
-  `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
-  on it."""
-  config = config or SandboxConfig()
-  if backend not in BACKENDS:
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None, str, bool]:
+  """Runs one judge on `job`: (its verdict dict, "", False), or (None, why there is none,
+  whether it was stopped at the deadline)."""
   launcher = launcher or SubprocessLauncher()
-  job = {"reference_source": reference_source, "candidate_source": candidate_source,
-         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index}
   with tempfile.TemporaryDirectory(prefix="kz_judge_") as tmp:
     job_path, result_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
     log_path = os.path.join(tmp, "judge.log")
@@ -288,18 +280,52 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
                                          overall_timeout_s(config))
     result = _read_result(result_path) if returncode == 0 and not timed_out else None
     if result is not None and result.get("nonce") == nonce:
-      return V.Verdict.from_dict(result["verdict"])
+      return result["verdict"], "", False
     with open(log_path, errors="replace") as f:
       tail = " | ".join(f.read()[-2000:].strip().splitlines()[-6:])
-    if timed_out:
-      return V.Verdict(status=V.TIMEOUT, backend=backend, device=config.device,
-                       reasons=[f"the evaluation exceeded {overall_timeout_s(config):g} s "
-                                f"(the reference may hang); {tail}"])
-    why = ("its result did not carry this evaluation's secret (forged)" if result is not None
-           else f"exit code {returncode}")
-    return V.Verdict(status=V.RUNTIME_ERROR, backend=backend, device=config.device,
-                     reasons=[f"the judge process ended without a valid verdict ({why}); a "
-                              f"candidate may have killed it; {tail}"])
+  if timed_out:
+    return None, (f"the evaluation exceeded {overall_timeout_s(config):g} s (the reference may "
+                  f"hang); {tail}"), True
+  why = ("its result did not carry this evaluation's secret (forged)" if result is not None
+         else f"exit code {returncode}")
+  return None, (f"the judge process ended without a valid verdict ({why}); a candidate may have "
+                f"killed it; {tail}"), False
+
+
+def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
+                       config: SandboxConfig | None = None, gpu_index: int = 0,
+                       launcher: SubprocessLauncher | ZygoteLauncher | None = None) -> V.Verdict:
+  """Judges one candidate. Never raises for anything the candidate or reference does.
+
+  `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
+  on it."""
+  config = config or SandboxConfig()
+  if backend not in BACKENDS:
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+  job = {"reference_source": reference_source, "candidate_source": candidate_source,
+         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index}
+  verdict, why, timed_out = _run_judge(job, config, launcher)
+  if verdict is not None:
+    return V.Verdict.from_dict(verdict)
+  status = V.TIMEOUT if timed_out else V.RUNTIME_ERROR
+  return V.Verdict(status=status, backend=backend, device=config.device, reasons=[why])
+
+
+def validate_module(module_source: str, config: SandboxConfig | None = None,
+                    limits: ModuleLimits | None = None, gpu_index: int = 0,
+                    launcher: SubprocessLauncher | ZygoteLauncher | None = None) -> ModuleVerdict:
+  """Runs a proposed module in a worker and says whether it makes a usable problem
+  (module_check.py). Never raises for anything the module does."""
+  config = config or SandboxConfig()
+  job = {"kind": "module", "module_source": module_source, "config": config.to_dict(),
+         "limits": dataclasses.asdict(limits or ModuleLimits()), "gpu_index": gpu_index}
+  verdict, why, timed_out = _run_judge(job, config, launcher)
+  if verdict is not None and "valid" in verdict:
+    return ModuleVerdict.from_dict(verdict)
+  if verdict is not None:  # the judge itself failed (its error verdict)
+    why = "; ".join(verdict.get("reasons", [])) or "the judge failed"
+  rejection = "timeout" if timed_out else "does_not_run"
+  return ModuleVerdict(rejection=rejection, reasons=[why])
 
 
 def _read_result(path: str) -> dict | None:

@@ -49,7 +49,8 @@ class StageFailure(Exception):
 class WorkerHandle:
   """The judge's side of one candidate worker: requests with deadlines and a memory watchdog."""
 
-  def __init__(self, spec: dict[str, Any], memory_limit_gb: float):
+  def __init__(self, spec: dict[str, Any], memory_limit_gb: float, target=None):
+    """`target`: the worker's entry point (default: worker.worker_main, a candidate's)."""
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
     self.conn, child = ctx.Pipe(duplex=True)
@@ -57,7 +58,7 @@ class WorkerHandle:
     self.memory_limit = memory_limit_gb * 2**30
     # A forked worker inherits the judge's end of the pipe; it closes it first thing.
     inherited = [self.conn.fileno()] if FORK_WORKERS else []
-    self.proc = ctx.Process(target=worker.worker_main, args=(child, spec, inherited),
+    self.proc = ctx.Process(target=target or worker.worker_main, args=(child, spec, inherited),
                             daemon=False)
     self.proc.start()
     child.close()
@@ -525,7 +526,11 @@ def main(argv: list[str]) -> int:
   with open(argv[1]) as f:
     job = json.load(f)
   try:
-    verdict = run_job(job)
+    if job.get("kind") == "module":  # a proposed module's validation (module_check.py)
+      from kernelzero_jax.sandbox import module_check  # pylint: disable=import-outside-toplevel
+      verdict = module_check.run_module_job(job)
+    else:
+      verdict = run_job(job)
   except Exception as e:  # pylint: disable=broad-except
     verdict = V.Verdict(status=V.RUNTIME_ERROR, backend=job.get("backend", ""),
                         reasons=[f"judge failed: {type(e).__name__}: {e}"], reference_error=True)
