@@ -247,12 +247,10 @@ def _apis_in(nodes: Iterable[ast.AST], aliases: dict[str, str],
   return found
 
 
-def apis_used(source: str | ast.AST, aliases: dict[str, str] | None = None) -> set[str]:
+def apis_used(source: str) -> set[str]:
   """Every catalog API the code uses anywhere (a module built counts as used)."""
-  tree = ast.parse(source) if isinstance(source, str) else source
-  if aliases is None:
-    aliases = import_aliases(tree if isinstance(tree, ast.Module) else ast.Module([], []))
-  return _apis_in([tree], aliases)
+  tree = ast.parse(source)
+  return _apis_in([tree], import_aliases(tree))
 
 
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:

@@ -63,7 +63,8 @@ def _judge_command(job_path: str, result_path: str) -> list[str]:
   return [sys.executable, "-m", "kernelzero_jax.sandbox.judge", job_path, result_path]
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+  """SIGKILL to a process group (a judge's or the warm server's: each runs in its own session)."""
   try:
     os.killpg(pid, signal.SIGKILL)
   except (ProcessLookupError, PermissionError):
@@ -74,8 +75,6 @@ class SubprocessLauncher:
   """Starts each judge as a fresh `python -m kernelzero_jax.sandbox.judge` (and its worker with
   multiprocessing spawn): the plain path, about 4 s of interpreter start and imports per
   candidate."""
-
-  name = "subprocess"
 
   def run(self, job_path: str, result_path: str, log_path: str, cwd: str, nonce: str,
           timeout_s: float) -> tuple[int | None, bool]:
@@ -94,7 +93,7 @@ class SubprocessLauncher:
       except subprocess.TimeoutExpired:
         timed_out = True
       finally:
-        _kill_group(proc.pid)  # whatever the judge left behind
+        kill_group(proc.pid)  # whatever the judge left behind
         proc.wait()
     return proc.returncode, timed_out
 
@@ -116,7 +115,6 @@ class ZygoteLauncher:
   judge lost with it is run again by the plain launcher, so no candidate is lost to the server.
   """
 
-  name = "zygote"
   START_TIMEOUT_S = 180.0
 
   def __init__(self, device: str = "cuda"):
@@ -166,7 +164,7 @@ class ZygoteLauncher:
 
   def _stop_locked(self) -> None:
     if self._proc is not None:
-      _kill_group(self._proc.pid)
+      kill_group(self._proc.pid)
       self._proc.wait()
       self._proc = None
     if self._dir is not None:
@@ -231,7 +229,7 @@ class ZygoteLauncher:
       except TimeoutError:
         return None, True
       finally:
-        _kill_group(pid)  # whatever the judge left behind (all of it, after a timeout)
+        kill_group(pid)  # whatever the judge left behind (all of it, after a timeout)
     finally:
       conn.close()
 

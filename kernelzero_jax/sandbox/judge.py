@@ -37,6 +37,11 @@ _PR_SET_CHILD_SUBREAPER = 36
 FORK_WORKERS = False
 
 
+def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
+  """The torch device a judge and its worker use ("cpu" or "cuda:N")."""
+  return "cpu" if cfg.device == "cpu" else f"cuda:{int(gpu_index)}"
+
+
 class StageFailure(Exception):
   """Ends the evaluation with a verdict status."""
 
@@ -249,8 +254,7 @@ class Judge:
 
   def _start_worker(self) -> None:
     cfg = self.cfg
-    device = "cpu" if cfg.device == "cpu" else f"cuda:{int(self.job.get('gpu_index', 0))}"
-    spec = {"workdir": self.workdir, "device": device, "backend": self.backend,
+    spec = {"workdir": self.workdir, "device": device_name(cfg, self.job.get("gpu_index", 0)), "backend": self.backend,
             "candidate_source": self.job["candidate_source"],
             "reference_source": self.job["reference_source"],
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
@@ -266,8 +270,7 @@ class Judge:
     v.stage = "device"
     if cfg.device == "cuda" and not torch.cuda.is_available():
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
-    self.device = torch.device(cfg.device if cfg.device == "cpu"
-                               else f"cuda:{self.job.get('gpu_index', 0)}")
+    self.device = torch.device(device_name(cfg, self.job.get("gpu_index", 0)))
     if self.device.type == "cuda":
       torch.cuda.set_device(self.device)
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32

@@ -141,7 +141,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
   limits = ModuleLimits(**job.get("limits", {}))
   verdict = ModuleVerdict()
   workdir = tempfile.mkdtemp(prefix="kz_module_")
-  device = "cpu" if cfg.device == "cpu" else f"cuda:{int(job.get('gpu_index', 0))}"
+  device = judge_lib.device_name(cfg, job.get("gpu_index", 0))
   spec = {"workdir": workdir, "device": device, "module_source": job["module_source"],
           "init_seed": cfg.init_seed, "memory_limit_gb": cfg.memory_limit_gb,
           "gpu_memory_fraction": cfg.gpu_memory_fraction}

@@ -23,10 +23,11 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import socket
 import sys
 import traceback
+
+from kernelzero_jax.sandbox.evaluate import kill_group
 
 POLL_S = 0.2
 MAX_REQUEST_BYTES = 65536
@@ -99,8 +100,6 @@ def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], devi
   try:
     for s in sockets:
       s.close()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setsid()
     os.dup2(secret_fd, 0)
     os.close(secret_fd)
@@ -123,13 +122,6 @@ def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], devi
       os._exit(code)  # pylint: disable=protected-access
 
 
-def _kill_group(pid: int) -> None:
-  try:
-    os.killpg(pid, signal.SIGKILL)
-  except (ProcessLookupError, PermissionError):
-    pass
-
-
 def serve(socket_path: str, device: str) -> None:
   preload(device)
   parent = os.getppid()
@@ -143,7 +135,7 @@ def serve(socket_path: str, device: str) -> None:
   while True:
     if os.getppid() != parent:  # the caller died: so do its judges
       for pid in running:
-        _kill_group(pid)
+        kill_group(pid)
       return
     readable, _, _ = select.select([listener] + waiting, [], [], POLL_S)
     for s in readable:
