@@ -48,14 +48,14 @@ def test_score_judges_distinct_candidates_once(monkeypatch):
   completions = [Completion(0, t, (), "stop") for t in
                  (good, "no code at all", good, wrong, f"```python\n{TRITON_ADD}")]
   jobs_seen = []
-  evaluate = env.pool.evaluate
+  evaluate = env.sandbox.evaluate
 
   def counting_evaluate(jobs, **kw):
     jobs = list(jobs)
     jobs_seen.append(len(jobs))
     return evaluate(jobs, **kw)
 
-  monkeypatch.setattr(env.pool, "evaluate", counting_evaluate)
+  monkeypatch.setattr(env.sandbox, "evaluate", counting_evaluate)
   results = env.score(1, [prompt], completions)
   assert [r["status"] for r in results] == ["correct", "format_error", "correct", "incorrect",
                                             "format_error"]

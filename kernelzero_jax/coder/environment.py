@@ -68,6 +68,13 @@ class CoderEnvironment:
                prompt_style: str = "one_shot", progress: bool = False):
     if not modules:
       raise ValueError("the Coder environment needs at least one reference module")
+    self._init_judging(tokenizer, backend, sandbox_config, max_parallel, prompt_style, progress)
+    self.modules = list(modules)
+    self._prompt_ids = [self.prompt_ids(m.source) for m in self.modules]
+
+  def _init_judging(self, tokenizer, backend: str, sandbox_config: SandboxConfig,
+                    max_parallel: int | None, prompt_style: str, progress: bool) -> None:
+    """What every Coder environment has, whatever its modules: prompts and the sandbox."""
     if backend not in prompts_lib.BACKENDS:
       raise ValueError(f"unknown backend {backend!r}; expected one of {prompts_lib.BACKENDS}")
     if sandbox_config.device == "cuda" and not cuda_visible():
@@ -75,15 +82,19 @@ class CoderEnvironment:
                        "backend 'triton' with sandbox.device 'cpu' (the Triton interpreter)")
     if backend == "cuda" and sandbox_config.device != "cuda":
       raise ValueError("CUDA candidates need sandbox.device 'cuda'")
-    self.modules = list(modules)
     self.tokenizer = tokenizer
     self.backend = backend
-    self.pool = SandboxPool(sandbox_config, max_parallel=max_parallel)
+    self.prompt_style = prompt_style
+    self.sandbox = SandboxPool(sandbox_config, max_parallel=max_parallel)
     self.progress = progress
-    # Prompts are fixed per module: render and tokenize each once.
-    self._prompt_ids = [
-        tuple(prompts_lib.encode_prompt(tokenizer, prompts_lib.coder_messages(
-            m.source, backend, prompt_style))) for m in self.modules]
+    self._prompt_cache: dict[str, tuple[int, ...]] = {}
+
+  def prompt_ids(self, source: str) -> tuple[int, ...]:
+    """The Coder prompt for a reference module, tokenised (once per module)."""
+    if source not in self._prompt_cache:
+      self._prompt_cache[source] = tuple(prompts_lib.encode_prompt(
+          self.tokenizer, prompts_lib.coder_messages(source, self.backend, self.prompt_style)))
+    return self._prompt_cache[source]
 
   def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator) -> list[Prompt]:
     """`num_prompts` modules drawn without replacement while there are enough, uniformly."""
@@ -118,7 +129,7 @@ class CoderEnvironment:
                         candidate_source=extraction.code, backend=self.backend,
                         name=f"step{step}/{prompts[c.prompt_index].task_id}"))
       waiting.append((i, job_of[key]))
-    verdicts = self.pool.evaluate(jobs, progress=self.progress) if jobs else []
+    verdicts = self.sandbox.evaluate(jobs, progress=self.progress) if jobs else []
     for i, j in waiting:
       results[i] = _result(verdicts[j])
     logging.info("step %d: judged %d distinct candidates of %d completions", step, len(jobs),

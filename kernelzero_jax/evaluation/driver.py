@@ -104,27 +104,41 @@ class _VerdictLog:
     self._file.close()
 
 
+def _missing(config: EvalConfig, tasks: Sequence[Task], out_dir: str) -> list[Task]:
+  existing, _ = (samples_lib.scan_samples(out_dir) if os.path.isdir(out_dir) else ({}, []))
+  return [t for t in tasks
+          if any((t.level, t.problem_id, s) not in existing for s in range(config.num_samples))]
+
+
 def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) -> None:
   """Samples the missing completions of every task from the policy into `out_dir`."""
   # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.coder.prompts import coder_messages, encode_prompt
   from kernelzero_jax.policy import PolicyConfig, load_policy
   from kernelzero_jax.sampling import Sampler
   from kernelzero_jax.tokenizer import eos_token_ids
-  existing, _ = (samples_lib.scan_samples(out_dir) if os.path.isdir(out_dir) else ({}, []))
-  todo = [t for t in tasks
-          if any((t.level, t.problem_id, s) not in existing for s in range(config.num_samples))]
-  if not todo:
+  if not _missing(config, tasks, out_dir):
     return
   policy = PolicyConfig(model_dir=config.model_dir, preset=config.preset,
                         tokenizer_dir=config.tokenizer_dir, init_from=config.policy_checkpoint)
   model, tokenizer = load_policy(policy, "bfloat16" if config.model_dir else "float32")
   eos = eos_token_ids(tokenizer, model.config)
   pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
-  sampler = Sampler(model, eos_ids=eos, pad_id=pad_id)
+  write_policy_samples(config, tasks, out_dir, Sampler(model, eos_ids=eos, pad_id=pad_id),
+                       tokenizer)
+
+
+def write_policy_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str, sampler,
+                         tokenizer, state=None) -> None:
+  """Samples the missing completions of every task with `sampler` (at its model's parameters, or
+  `state`) into `out_dir`: how a trainer evaluates the policy it holds in memory."""
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.coder.prompts import coder_messages, encode_prompt
+  todo = _missing(config, tasks, out_dir)
+  if not todo:
+    return
   bar = None
   if config.progress:
-    from tqdm import tqdm
+    from tqdm import tqdm  # pylint: disable=import-outside-toplevel
     bar = tqdm(total=len(todo), desc="sampling", unit="problem")
   for start in range(0, len(todo), config.prompt_batch):
     chunk = todo[start:start + config.prompt_batch]
@@ -133,7 +147,7 @@ def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) ->
     # One seed per chunk position, so a resumed run samples what an uninterrupted one would.
     out = sampler.sample(prompts, config.max_new_tokens, seed=config.seed + start,
                          temperature=config.temperature, top_p=config.top_p,
-                         num_samples=config.num_samples)
+                         num_samples=config.num_samples, state=state)
     for i, task in enumerate(chunk):
       rows = range(i * config.num_samples, (i + 1) * config.num_samples)
       texts = [tokenizer.decode(out.tokens[r], skip_special_tokens=False) for r in rows]
@@ -164,12 +178,8 @@ def write_teacher_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: st
   return not_understood
 
 
-def run_eval(config: EvalConfig) -> dict[str, Any]:
-  """Evaluates, resuming from config.workdir; returns the summary (also in the report)."""
-  # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.evaluation.metrics import summarize
-  from kernelzero_jax.evaluation.report import write_report
-  os.makedirs(config.workdir, exist_ok=True)
+def select_tasks(config: EvalConfig) -> tuple[list[Task], list[str]]:
+  """The problems `config` asks for, and the files that do not load (logged and skipped)."""
   tasks, broken = scan_tasks(config.kernelbench_dir, config.levels)
   for problem in broken:
     logging.warning("skipping a problem that does not load: %s", problem)
@@ -179,6 +189,16 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
              if str(t.problem_id) in wanted or f"{t.level}/{t.problem_id}" in wanted]
   if not tasks:
     raise ValueError(f"no problems selected (levels {config.levels}, ids {config.problem_ids})")
+  return tasks, broken
+
+
+def run_eval(config: EvalConfig) -> dict[str, Any]:
+  """Evaluates, resuming from config.workdir; returns the summary (also in the report)."""
+  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.evaluation.metrics import summarize
+  from kernelzero_jax.evaluation.report import write_report
+  os.makedirs(config.workdir, exist_ok=True)
+  tasks, broken = select_tasks(config)
 
   samples_dir = config.samples_dir
   not_understood: dict[str, str] = {}

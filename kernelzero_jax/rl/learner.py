@@ -5,6 +5,8 @@ One learner serves every policy; what it learns comes from an `Environment`:
   env.make_prompts(step, num_prompts, rng) -> [Prompt]         # what to ask this step
   env.score(step, prompts, completions)    -> [result dict]    # one per completion, in order
   env.decode(token_ids)                    -> str              # a completion's text
+  env.step_metrics(step)                   -> dict             # optional: the environment's own
+                                                               # metrics of the step just scored
 
 A result is what reward schedules read ({"correct", "status", "speedup", ...}; see
 `kernelzero_jax.rl.rewards`), so the Coder's environment (the sandbox) and a toy environment in
@@ -27,7 +29,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -212,7 +214,7 @@ class Learner:
 
   # --- one step ----------------------------------------------------------------------------
 
-  def _sampling_state(self):
+  def sampling_state(self):
     return jax.tree.map(lambda p: p.astype(self._sample_dtype), self.state.params)
 
   def _batched_logprobs(self, params, batch: dict) -> jax.Array:
@@ -224,6 +226,22 @@ class Learner:
                             batch["valid_BxT"][i:i + size]) for i in range(0, b, size)]
     return jnp.concatenate(parts, axis=0)
 
+  def sample(self, prompts: Sequence[Prompt], num_samples: int, seed: int,
+             decode: Callable[[Sequence[int]], str], rollout: Optional[RolloutConfig] = None
+             ) -> tuple[list[Completion], list[list[float]]]:
+    """`num_samples` completions of each prompt from the current policy (grouped by prompt),
+    with the rollout's length and temperature settings, and their sampler logprobs. Also what
+    another policy's environment uses to ask this one (e.g. the Proposer's, for the Coder's pass
+    rate on a proposed module)."""
+    r = rollout or self.config.rollout
+    out = self.sampler.sample([list(p.token_ids) for p in prompts], r.max_new_tokens, seed=seed,
+                              temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                              num_samples=num_samples, state=self.sampling_state())
+    completions = [Completion(prompt_index=i, text=decode(toks), token_ids=tuple(toks),
+                              finish_reason=reason)
+                   for i, toks, reason in zip(out.prompt_index, out.tokens, out.finish_reasons)]
+    return completions, out.logprobs
+
   def rollout(self, step: int) -> tuple[list[Prompt], list[Completion], list[list[float]]]:
     cfg = self.config
     r = cfg.rollout
@@ -232,14 +250,9 @@ class Learner:
     if len(prompts) != r.prompts_per_step:
       raise RuntimeError(f"the environment made {len(prompts)} prompts, expected "
                          f"{r.prompts_per_step}")
-    out = self.sampler.sample([list(p.token_ids) for p in prompts], r.max_new_tokens,
-                              seed=int(rng.integers(2**31)), temperature=r.temperature,
-                              top_p=r.top_p, top_k=r.top_k, num_samples=r.group_size,
-                              state=self._sampling_state())
-    completions = [Completion(prompt_index=i, text=self.env.decode(toks), token_ids=tuple(toks),
-                              finish_reason=reason)
-                   for i, toks, reason in zip(out.prompt_index, out.tokens, out.finish_reasons)]
-    return prompts, completions, out.logprobs
+    completions, logprobs = self.sample(prompts, r.group_size, int(rng.integers(2**31)),
+                                        self.env.decode)
+    return prompts, completions, logprobs
 
   def step(self, step: int, workdir: Optional[str] = None) -> dict[str, Any]:
     cfg = self.config
@@ -305,6 +318,9 @@ class Learner:
         sample_tokens_per_s=float(sum(lengths)) / max(t1 - t0, 1e-9))
     metrics.update(_flatten("count_by_status", summary["count_by_status"]))
     metrics.update(_flatten("reward_mean_by_status", summary["reward_mean_by_status"]))
+    env_metrics = getattr(self.env, "step_metrics", None)
+    if env_metrics is not None:
+      metrics.update(_flatten("env", env_metrics(step)))
     if workdir is not None and cfg.save_samples:
       self._save_samples(workdir, step, prompts, completions, results, rewards_PxG.reshape(-1),
                          adv_PxG.reshape(-1))

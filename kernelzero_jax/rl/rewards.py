@@ -152,6 +152,19 @@ def kevin(results, config):
   return rewards, group_info(results, rewards, config, gate_open=None)
 
 
+@register_reward_schedule("environment")
+def environment(results, config):
+  """The reward the environment computed itself (result["reward"]), for environments whose
+  reward is not a function of their own group (the Proposer's: the Coder's pass rate on the
+  proposed module, through frontier.PROPOSER_REWARDS). "correct" counts as accuracy."""
+  missing = [i for i, r in enumerate(results) if "reward" not in r]
+  if missing:
+    raise ValueError(f"the 'environment' schedule needs result['reward']; results {missing} "
+                     "have none")
+  rewards = [float(r["reward"]) for r in results]
+  return rewards, group_info(results, rewards, config, gate_open=None)
+
+
 def summarize(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
   """Aggregate per-group infos into per-step metrics.
 

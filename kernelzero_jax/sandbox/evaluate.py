@@ -365,16 +365,39 @@ class SandboxPool:
   def __exit__(self, *exc) -> None:
     self.close()
 
+  def _map(self, judge: Callable[[int, object], object], items: list, fallback, desc: str,
+           progress: bool, on_result: Callable | None, passed: Callable[[object], bool]) -> list:
+    """`judge(i, item)` for every item on `max_parallel` threads; results in item order. A
+    judgement that raises gets `fallback(item, error)` instead, so one failure loses nothing."""
+    results: list = [None] * len(items)
+    bar = None
+    if progress:
+      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+      bar = tqdm(total=len(items), desc=desc, unit="job")
+    with concurrent.futures.ThreadPoolExecutor(self.max_parallel) as ex:
+      futures = {ex.submit(judge, i, item): i for i, item in enumerate(items)}
+      num_passed = 0
+      for fut in concurrent.futures.as_completed(futures):
+        i = futures[fut]
+        try:
+          result = fut.result()
+        except Exception as e:  # pylint: disable=broad-except
+          result = fallback(items[i], f"sandbox failure: {type(e).__name__}: {e}")
+        results[i] = result
+        num_passed += passed(result)
+        if on_result is not None:
+          on_result(i, items[i], result)
+        if bar is not None:
+          bar.update(1)
+          bar.set_postfix(passed=f"{num_passed}/{bar.n}")
+    if bar is not None:
+      bar.close()
+    return results
+
   def evaluate(self, jobs: Iterable[Job], progress: bool = False,
                on_result: Callable[[int, Job, V.Verdict], None] | None = None) -> list[V.Verdict]:
     """Returns verdicts in job order. `on_result` sees each verdict as soon as it exists, so a
     caller can persist it before the rest are done."""
-    jobs = list(jobs)
-    results: list[V.Verdict | None] = [None] * len(jobs)
-    bar = None
-    if progress:
-      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-      bar = tqdm(total=len(jobs), desc="sandbox", unit="cand")
     submitted = time.perf_counter()
 
     def judge(i: int, j: Job) -> V.Verdict:
@@ -387,23 +410,26 @@ class SandboxPool:
       verdict.stage_seconds["total"] = round(time.perf_counter() - started, 3)
       return verdict
 
-    with concurrent.futures.ThreadPoolExecutor(self.max_parallel) as ex:
-      futures = {ex.submit(judge, i, j): i for i, j in enumerate(jobs)}
-      passed = 0
-      for fut in concurrent.futures.as_completed(futures):
-        i = futures[fut]
-        try:
-          verdict = fut.result()
-        except Exception as e:  # pylint: disable=broad-except
-          verdict = V.Verdict(status=V.RUNTIME_ERROR, backend=jobs[i].backend,
-                              reasons=[f"sandbox failure: {type(e).__name__}: {e}"])
-        results[i] = verdict
-        passed += verdict.correct
-        if on_result is not None:
-          on_result(i, jobs[i], verdict)
-        if bar is not None:
-          bar.update(1)
-          bar.set_postfix(correct=f"{passed}/{bar.n}")
-    if bar is not None:
-      bar.close()
-    return results  # type: ignore[return-value]
+    def fallback(job: Job, why: str) -> V.Verdict:
+      return V.Verdict(status=V.RUNTIME_ERROR, backend=job.backend, reasons=[why])
+
+    return self._map(judge, list(jobs), fallback, "sandbox", progress, on_result,
+                     lambda v: v.correct)
+
+  def validate_modules(self, sources: Sequence[str], limits: ModuleLimits | None = None,
+                       progress: bool = False) -> list[ModuleVerdict]:
+    """`validate_module` for each proposed module, in parallel like `evaluate`; in order."""
+
+    def judge(i: int, source: str) -> ModuleVerdict:
+      started = time.perf_counter()
+      verdict = validate_module(source, self.config, limits,
+                                self.gpu_indices[i % len(self.gpu_indices)], self.launcher)
+      verdict.seconds = round(time.perf_counter() - started, 3)
+      return verdict
+
+    def fallback(source: str, why: str) -> ModuleVerdict:
+      del source
+      return ModuleVerdict(rejection="does_not_run", reasons=[why])
+
+    return self._map(judge, list(sources), fallback, "modules", progress, None,
+                     lambda v: v.valid)

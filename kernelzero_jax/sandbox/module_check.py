@@ -51,6 +51,7 @@ class ModuleVerdict:
   reasons: list[str] = dataclasses.field(default_factory=list)
   forward_ms: float | None = None   # the slowest of the timed forwards
   output_shapes: list[list[int]] = dataclasses.field(default_factory=list)
+  seconds: float | None = None      # the whole validation, caller side (SandboxPool)
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
