@@ -159,6 +159,10 @@ class ModulePool:
                        p=scores / scores.sum())
     return [entries[i] for i in picks]
 
+  def frontier_size(self) -> int:
+    """Modules the Coder has solved sometimes but not always (0 < observed pass rate < 1)."""
+    return sum(1 for e in self.entries.values() if 0 < e.correct < e.attempts)
+
   def api_stats(self) -> dict[str, dict[str, float]]:
     """Per API: attempts, correct samples and pass rate over the modules proposed for it."""
     stats: dict[str, dict[str, float]] = {}
