@@ -1,4 +1,4 @@
-"""The shared main of the config-file experiments (train_coder, train_sft, warm_start):
+"""The shared main of the config-file experiments (coevolve, train_coder, train_sft, warm_start):
 
     python -m experiments.NAME --config=experiments/configs/FILE.py --workdir=DIR [--config.x=y]
 
