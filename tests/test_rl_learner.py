@@ -141,3 +141,21 @@ def test_kl_term_holds_a_reference_only_when_used():
   learner.step(1)
   metrics = learner.step(2)  # the policy has moved away from the reference: KL > 0
   assert metrics["kl_to_ref"] > 0
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.3])
+def test_the_update_trains_the_distribution_the_rollouts_were_sampled_from(temperature):
+  """Rollouts drawn at temperature T are scored at T: the sampler's logprobs (of
+  softmax(logits / T)) then equal the train step's, so their ratio is 1 on the first update.
+  Scoring at temperature 1 instead would put it far from 1."""
+  config = toy_config(1e-3, 1, old_logprobs="sampler")
+  config = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout,
+                                                                   temperature=temperature))
+  metrics = make_learner(config).step(1)
+  assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+  assert metrics["approx_kl"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_greedy_rollouts_are_refused():
+  with pytest.raises(ValueError, match="temperature must be > 0"):
+    L.LearnerConfig(rollout=L.RolloutConfig(temperature=0.0))

@@ -204,3 +204,25 @@ def test_bf16_compute_keeps_fp32_master_weights_and_close_gradients():
   assert g16 == pytest.approx(g32, rel=5e-2)
   assert float(out[jnp.bfloat16][1]["loss"]) == pytest.approx(float(out[jnp.float32][1]["loss"]),
                                                                abs=5e-2)
+
+
+def test_sequence_logprobs_at_a_temperature_score_the_tempered_softmax(setup):
+  graphdef, _, state, batch = setup
+  model = nnx.merge(graphdef, state.params)
+  positions_BxT = ts.positions_from_valid(batch["valid_BxT"])
+  logits_BxTxV = np.asarray(model(batch["tokens_BxT"], positions_BxT,
+                                  ts.causal_padding_mask(batch["valid_BxT"]))[0], np.float64)
+  tokens_BxT = np.asarray(batch["tokens_BxT"])
+  for temperature in (0.5, 1.0, 2.0):
+    logp_BxT, entropy_BxT = ts.sequence_logprobs(model, batch["tokens_BxT"], batch["valid_BxT"],
+                                                 temperature=temperature)
+    z = logits_BxTxV[:, :-1] / temperature
+    logq = z - z.max(-1, keepdims=True)
+    logq -= np.log(np.exp(logq).sum(-1, keepdims=True))
+    want = np.take_along_axis(logq, tokens_BxT[:, 1:, None], -1)[..., 0]
+    valid = np.asarray(batch["valid_BxT"])[:, 1:] & np.asarray(batch["valid_BxT"])[:, :-1]
+    np.testing.assert_allclose(np.asarray(logp_BxT)[:, 1:][valid], want[valid], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(entropy_BxT)[:, 1:][valid],
+                               -(np.exp(logq) * logq).sum(-1)[valid], atol=1e-4)
+  with pytest.raises(ValueError, match="temperature must be > 0"):
+    ts.sequence_logprobs(model, batch["tokens_BxT"], batch["valid_BxT"], temperature=0.0)

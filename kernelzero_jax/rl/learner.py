@@ -100,8 +100,9 @@ class LearnerConfig:
   num_micro_batches: int = 1        # gradient accumulation inside each optimizer step
   # Logprobs that the ratio divides by: "recompute" runs the current (pre-update) parameters
   # over the rollout in the train step's own numerics, so the first update is exactly on-policy;
-  # "sampler" takes the sampler's, which equal the policy's only at temperature 1 with no top-k
-  # or top-p, and differ from the train step's by bf16 rounding.
+  # "sampler" takes the sampler's, which equal the policy's without top-k or top-p, up to the
+  # sampler's rounding (bf16). Either way the policy is scored at the rollout's temperature: the
+  # samples come from softmax(logits / T), so that is the distribution the update trains.
   old_logprobs: str = "recompute"
   compute_dtype: str = "bfloat16"
   sample_dtype: str = "bfloat16"
@@ -118,6 +119,9 @@ class LearnerConfig:
     rows = r.prompts_per_step * r.group_size
     if r.prompts_per_step < 1 or r.group_size < 1:
       raise ValueError("prompts_per_step and group_size must be >= 1")
+    if not r.temperature > 0:
+      raise ValueError(f"rollout.temperature must be > 0 (greedy rollouts make every sample of "
+                       f"a group the same), got {r.temperature}")
     if rows % (self.updates_per_batch * self.num_micro_batches):
       raise ValueError(f"prompts_per_step * group_size = {rows} must be a multiple of "
                        f"updates_per_batch * num_micro_batches = "
@@ -196,14 +200,15 @@ class Learner:
     self._train_step = jax.jit(
         ts.make_train_step(self.graphdef, self.optimizer, config.loss, num_micro_batches=micro,
                            compute_dtype=compute_dtype, schedule=ts.make_schedule(opt_cfg),
-                           forward_options=config.forward),
+                           forward_options=config.forward,
+                           temperature=config.rollout.temperature),
         donate_argnums=0)
     graphdef = self.graphdef
 
     def logprobs(params, tokens_BxT, valid_BxT):
       params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
       return ts.sequence_logprobs(nnx.merge(graphdef, params_c), tokens_BxT, valid_BxT,
-                                  config.forward)[0]
+                                  config.forward, temperature=config.rollout.temperature)[0]
 
     self._logprobs = jax.jit(logprobs)
     # The frozen reference policy of the KL term exists only when the term does.

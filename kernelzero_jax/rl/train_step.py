@@ -133,11 +133,13 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
 
 def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array,
                       options: ForwardOptions | None = None,
-                      segment_ids_BxT: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+                      segment_ids_BxT: jax.Array | None = None,
+                      temperature: float = 1.0) -> tuple[jax.Array, jax.Array]:
   """(logp_BxT, entropy_BxT) in float32, aligned with the tokens: logp_BxT[:, t] is
   log p(tokens[:, t] | tokens[:, <t]) and entropy_BxT[:, t] the entropy of that distribution.
   Column 0 (no context) is 0. With `segment_ids_BxT` (packing; 0 marks padding) each row holds
-  several sequences that do not see each other.
+  several sequences that do not see each other. `temperature` scores the distribution
+  softmax(logits / temperature): the one a sampler at that temperature draws from.
 
   With a fused attention (`options.attention` "xla" / "cudnn", causal over right-padded rows)
   each row's real tokens are first moved to its front, in order (a stable per-row permutation,
@@ -154,27 +156,32 @@ def sequence_logprobs(model, tokens_BxT: jax.Array, valid_BxT: jax.Array,
     kwargs = {} if options is None else {"options": options}
     logits_BxTxV, _ = model(tokens_BxT, positions_from_segments(segment_ids_BxT),
                             segment_causal_mask(segment_ids_BxT), **kwargs)
-    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT)
+    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT, temperature)
   if options is None or not options.fused_attention:
     positions_BxT = positions_from_valid(valid_BxT)
     kwargs = {} if options is None else {"options": options}  # any model, by default
     logits_BxTxV, _ = model(tokens_BxT, positions_BxT, causal_padding_mask(valid_BxT), **kwargs)
-    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT)
+    return _logprobs_and_entropy(logits_BxTxV, tokens_BxT, temperature)
   b, t = tokens_BxT.shape
   valid_BxT = valid_BxT.astype(bool)
   order_BxT = jnp.argsort(~valid_BxT, axis=1, stable=True)  # real tokens first, in order
   packed_BxT = jnp.take_along_axis(tokens_BxT, order_BxT, axis=1)
   positions_BxT = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
   logits_BxTxV, _ = model(packed_BxT, positions_BxT, options=options)
-  logp_BxT, entropy_BxT = _logprobs_and_entropy(logits_BxTxV, packed_BxT)
+  logp_BxT, entropy_BxT = _logprobs_and_entropy(logits_BxTxV, packed_BxT, temperature)
   inverse_BxT = jnp.argsort(order_BxT, axis=1)
   return (jnp.take_along_axis(logp_BxT, inverse_BxT, axis=1),
           jnp.take_along_axis(entropy_BxT, inverse_BxT, axis=1))
 
 
-def _logprobs_and_entropy(logits_BxTxV: jax.Array, tokens_BxT: jax.Array
-                          ) -> tuple[jax.Array, jax.Array]:
-  logprobs_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32), axis=-1)
+def _logprobs_and_entropy(logits_BxTxV: jax.Array, tokens_BxT: jax.Array,
+                          temperature: float = 1.0) -> tuple[jax.Array, jax.Array]:
+  if not temperature > 0:
+    raise ValueError(f"temperature must be > 0, got {temperature}")
+  logits_BxTxV = logits_BxTxV[:, :-1].astype(jnp.float32)
+  if temperature != 1.0:
+    logits_BxTxV = logits_BxTxV / temperature
+  logprobs_BxTxV = jax.nn.log_softmax(logits_BxTxV, axis=-1)
   logp_BxT = jnp.take_along_axis(logprobs_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
   entropy_BxT = -(jnp.exp(logprobs_BxTxV) * logprobs_BxTxV).sum(axis=-1)
   pad_Bx1 = jnp.zeros((tokens_BxT.shape[0], 1), jnp.float32)
@@ -232,7 +239,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
                     loss_config: LossConfig = LossConfig(), num_micro_batches: int = 1,
                     compute_dtype=jnp.bfloat16, schedule: Optional[optax.Schedule] = None,
                     forward_options: Optional[ForwardOptions] = None,
-                    objective: Optional[Objective] = None
+                    objective: Optional[Objective] = None, temperature: float = 1.0
                     ) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
   """A pure `train_step(state, batch) -> (state, metrics)`; jit it once with donate_argnums=0.
 
@@ -242,6 +249,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   `schedule` (the optimizer's, see `make_schedule`) only feeds the learning_rate metric.
   `forward_options` (fused attention, remat; see `ForwardOptions`) change how the policy's
   forward and backward passes compute, not the step's result (up to rounding).
+  `temperature` is the distribution the step trains (see `sequence_logprobs`): RL rollouts drawn
+  at temperature T are scored, and their logprobs raised or lowered, at T.
   """
   objective = objective or policy_objective(loss_config)
   n_micro = num_micro_batches
@@ -250,7 +259,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     params_c = jax.tree.map(lambda p: p.astype(compute_dtype), params)
     logp_BxT, entropy_BxT = sequence_logprobs(nnx.merge(graphdef, params_c), mb["tokens_BxT"],
                                               mb["valid_BxT"], forward_options,
-                                              mb.get("segment_ids_BxT"))
+                                              mb.get("segment_ids_BxT"), temperature)
     return objective.loss(logp_BxT, entropy_BxT, mb, normalizer)
 
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
