@@ -7,7 +7,7 @@
 #
 # Writes OUT_DIR/coevolve_gpu.tgz (each run's phases.json, metrics.jsonl, console output, and the
 # validation verdicts) and prints the per-phase summaries and the validation summary. Installs
-# ml_collections from .whl/ when the machine lacks it.
+# ml_collections from .whl/ when the machine lacks it. SKIP_VALIDATION=1 runs the rounds only.
 set -uo pipefail
 out=${1:?output directory}; kb=${2:-.kb}
 mkdir -p "$out/files"
@@ -24,7 +24,7 @@ for backend in cuda triton; do
   grep "^round" "$out/files/stdout_$backend.txt"
   grep -v "^I1\|^W1" "$out/files/stderr_$backend.txt" | grep -i "error\|warning" | tail -3 | cut -c1-300
 done
-timeout "${VALIDATION_LIMIT_S:-200}" python -m benchmarks.module_validation --kernelbench_dir="$kb" \
+[ -n "${SKIP_VALIDATION:-}" ] || timeout "${VALIDATION_LIMIT_S:-200}" python -m benchmarks.module_validation --kernelbench_dir="$kb" \
     --levels=2 --teacher_modules=32 --device=cuda --out="$out/files/module_validation.json" \
     > "$out/files/module_validation.txt" 2>&1
 echo "validation: exit $?"

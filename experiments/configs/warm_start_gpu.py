@@ -12,10 +12,15 @@ samples at temperature 0.7, in 8 micro-batches) judged by the GPU sandbox withou
 reward is correctness; the speed term needs timed candidates); the held-out pass rate again.
 
 Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from the tiny recipe's
-2000-module data; BENCHMARKS.md): SFT 64 s to held-out loss 0.018; held-out pass@1 54 / 232 =
-23.3% (5.2% greedy on 400 modules). The RL stage has run 2 steps only (then with a warmup that
-made the first update zero); its effect on the held-out pass rate is not measured yet: judging
-is the bottleneck (50 s per step of 64 samples, 351 s per held-out evaluation).
+2000-module data; BENCHMARKS.md):
+  SFT       65 s to held-out loss 0.016
+  held-out  76 / 232 correct after SFT (pass@1 32.8%); 189 s with 8 judges at once (351 s with one)
+  RL        12 steps at lr 5e-5, the train step scoring tokens at temperature 1: about 29 s per
+            step (19 s of it judging); rollout accuracy swings 11-67% with the modules drawn
+  held-out  46 / 232 after RL (19.8%): RL made the policy worse on held-out op chains.
+Since then the learner scores tokens at the rollout temperature, and this config's RL learning
+rate is 1e-5 (5x lower, against Adam's lr-sized steps on tiny, noisy gradients); this setting
+has not been run yet.
 """
 
 from experiments.configs import warm_start_tiny
@@ -33,7 +38,7 @@ def get_config():
   config.learner.update(num_steps=12, compute_dtype="bfloat16", sample_dtype="bfloat16")
   config.learner.rollout.temperature = 0.7
   # No warmup: with a dozen steps, a first update at learning rate 0 is a step lost.
-  config.learner.optimizer.update(learning_rate=5e-5, warmup_steps=0, total_steps=12)
+  config.learner.optimizer.update(learning_rate=1e-5, warmup_steps=0, total_steps=12)
   config.sandbox.device = "cuda"
   # Small modules, untimed: 8 judges check at once on the GPU instead of one (the held-out
   # evaluation took 351 s and an RL step's judging 50 s one at a time).
