@@ -48,6 +48,7 @@ from kernelzero_jax.rl.checkpointing import Checkpointer
 from kernelzero_jax.rl.learner import (Completion, Learner, LearnerConfig, Prompt,
                                        RolloutConfig)
 from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.tasks.kernelbench import TaskError
 
 PHASES = ("proposer", "coder")
 
@@ -197,12 +198,19 @@ def load_cooccurrence(source: str, cache_dir: str) -> Cooccurrence:
                             "Python files, nor a .json co-occurrence file")
 
 
-def _seed_pool(config: CoevolveConfig, pool: ModulePool) -> None:
-  tasks, problems = load_modules(config.seed_modules or DEFAULT_MODULES)
+def seed_modules(config: CoevolveConfig) -> list:
+  """The pool's first modules (Tasks); a file that does not load is skipped with a warning, and
+  none at all is a config error (the Coder's first phase would have nothing to train on)."""
+  paths = config.seed_modules or DEFAULT_MODULES
+  try:
+    tasks, problems = load_modules(paths)
+  except TaskError as e:
+    raise configs.ConfigError(f"seed_modules: {e}") from e
   for p in problems:
     logging.warning("skipping a seed module: %s", p)
-  for task in tasks:
-    pool.add(task.source, sorted(catalog.forward_apis(task.source)), step=0)
+  if not tasks:
+    raise configs.ConfigError(f"no usable seed module in {list(paths)}: {problems}")
+  return tasks
 
 
 class Coevolution:
@@ -248,7 +256,8 @@ class Coevolution:
       start = 0
       restored = ckpt.restore_latest(self._states())
       if restored is None:
-        _seed_pool(cfg, self.pool)
+        for task in seed_modules(cfg):
+          self.pool.add(task.source, sorted(catalog.forward_apis(task.source)), step=0)
       else:
         states, saved = restored
         for name, learner in self.learners.items():
@@ -433,4 +442,6 @@ def format_phase_summary(s: dict[str, Any]) -> str:
 def run(config: CoevolveConfig, workdir: str, progress: bool = True) -> dict[str, Any]:
   """Runs (or resumes) the co-evolution in `workdir`; returns the summary (also summary.json)."""
   configs.check_workdir_config(workdir, config, resumable=("num_rounds",))
+  seed_modules(config)  # a config error now, not after both policies are built
+  load_cooccurrence(config.cooccurrence, os.path.join(workdir, "cache"))
   return Coevolution(config, workdir, progress).run()

@@ -174,3 +174,16 @@ def test_coevolution_trains_both_policies_checkpoints_the_pool_and_resumes_after
   proc = subprocess.run(_command(killed, kernelbench) + ["--config.backend=cuda"], cwd=REPO,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode != 0 and "backend differ" in proc.stderr
+
+
+def test_missing_inputs_are_config_errors_before_any_policy_is_built(tmp_path):
+  from kernelzero_jax import coevolve  # pylint: disable=import-outside-toplevel
+  broken = tmp_path / "broken_module.py"
+  broken.write_text("class Model: pass\n")
+  bad_seeds = CoevolveConfig(seed_modules=(str(broken),))
+  with pytest.raises(configs.ConfigError, match="no usable seed module"):
+    coevolve.run(bad_seeds, str(tmp_path / "a"))
+  with pytest.raises(configs.ConfigError, match="seed_modules: .* does not exist"):
+    coevolve.run(CoevolveConfig(seed_modules=(str(tmp_path / "nowhere"),)), str(tmp_path / "b"))
+  with pytest.raises(configs.ConfigError, match="neither 'transformers'"):
+    coevolve.run(CoevolveConfig(cooccurrence=str(tmp_path / "nowhere")), str(tmp_path / "c"))
