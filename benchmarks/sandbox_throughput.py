@@ -1,19 +1,26 @@
-r"""Sandbox throughput: the warm judge server against plain judge processes, same batch, one run.
+r"""Sandbox throughput: the fast path against the plain one, same batch, one run.
 
-    python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton \
-        --out=/tmp/throughput.json
+    python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
+        --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
+
+A path is LAUNCHER:BUILD: judges forked from the warm server (`zygote`) or started as fresh
+interpreters (`subprocess`), and CUDA extensions built with the precompiled header and the light
+.cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them (`plain`). With a
+fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
 
 The batch: the rule-based teacher's candidate for every KernelBench level-1/2 problem it
 understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
-cheating candidates of benchmarks/candidates/ for the chosen backends. Each launcher judges the
-whole batch with the same SandboxPool settings (GPU work serialised per GPU, as in training).
-Prints per-candidate stage times (queue, build, correctness, timing, total), the medians and the
-throughput of each launcher, their ratio, and every candidate whose verdict differs (status,
-stage or correctness); writes all verdicts as JSON.
+cheating candidates of benchmarks/candidates/ for the chosen backends. Each path judges the whole
+batch with the same SandboxPool settings (GPU work serialised per GPU, as in training). Prints
+per-candidate stage times (queue, build, correctness, timing, total), the medians and the
+throughput of each path, their ratio, and every candidate whose verdict differs (status, stage
+or correctness); writes all verdicts as JSON. (The H200 results of 2026-11-30 compared the
+launchers alone, before builds had a fast path: --paths=zygote:plain,subprocess:plain.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -30,7 +37,9 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
 _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
-_LAUNCHERS = flags.DEFINE_list("launchers", ["zygote", "subprocess"], "Launchers to compare.")
+_PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
+                           "LAUNCHER:BUILD paths to compare (launchers: zygote, subprocess; "
+                           "builds: fast, plain).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
 _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
                                     "per backend (0: all it understands).")
@@ -96,11 +105,23 @@ def _median(values: list[float]) -> float | None:
 def run() -> dict:
   jobs, meta = make_batch(_KB.value, _BACKENDS.value, _COPIES.value, _MAX_TEACHER.value)
   device = _DEVICE.value
-  config = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda")
+  base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda")
+  paths = []
+  for path in _PATHS.value:
+    launcher, _, build = path.partition(":")
+    if launcher not in LAUNCHERS or build not in ("fast", "plain"):
+      raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD with a launcher of "
+                           f"{LAUNCHERS} and a build of fast, plain")
+    paths.append((path, launcher, build == "fast"))
+  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for *_, fast in paths):
+    from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
+    header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
+    print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
+          "(built once per machine)")
   results = {}
-  for launcher in _LAUNCHERS.value:
-    if launcher not in LAUNCHERS:
-      raise app.UsageError(f"--launchers: unknown {launcher!r}; known {LAUNCHERS}")
+  for name, launcher, fast in paths:
+    config = dataclasses.replace(base, fast_build=fast)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       verdicts = pool.evaluate(jobs, progress=True)
@@ -112,11 +133,11 @@ def run() -> dict:
       by_backend[backend] = {
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
-    results[launcher] = {"wall_s": round(wall, 1), "num": len(rows),
+    results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                          "per_minute": round(60 * len(rows) / wall, 1),
                          "medians": by_backend, "rows": rows}
-    print(f"\n{launcher}: {len(rows)} candidates in {wall:.1f} s "
-          f"({results[launcher]['per_minute']} per minute)")
+    print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
+          f"({results[name]['per_minute']} per minute)")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]
@@ -125,7 +146,7 @@ def run() -> dict:
     for backend, med in by_backend.items():
       print(f"median {backend}: " + ", ".join(f"{k} {v}" for k, v in med.items()))
 
-  summary = {"device": device, "timing": config.timing, "num_candidates": len(jobs)}
+  summary = {"device": device, "timing": base.timing, "num_candidates": len(jobs)}
   names = list(results)
   if len(names) == 2:
     a, b = (results[n]["rows"] for n in names)

@@ -354,10 +354,28 @@ class SandboxPool:
     self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
+    self._pch_build: subprocess.Popen | None = None
+    if self.config.device == "cuda" and self.config.fast_build:
+      self._start_pch_build()
+
+  def _start_pch_build(self) -> None:
+    """Builds the precompiled header for CUDA candidates in the background (a trusted process,
+    once per machine; fast_build.py). Judges use it once it exists, plain builds until then."""
+    from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+    cache = self.config.pch_dir or fast_build.default_cache_dir()
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, "build.log"), "a") as log:  # pylint: disable=unspecified-encoding
+      self._pch_build = subprocess.Popen(  # pylint: disable=consider-using-with
+          [sys.executable, "-m", "kernelzero_jax.sandbox.fast_build", cache, "cuda"],
+          stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_judge_env(),
+          start_new_session=True)
 
   def close(self) -> None:
     if isinstance(self.launcher, ZygoteLauncher):
       self.launcher.close()
+    if self._pch_build is not None and self._pch_build.poll() is None:
+      kill_group(self._pch_build.pid)  # an unfinished build leaves no PCH, only its tmp dir
+      self._pch_build.wait()
 
   def __enter__(self) -> "SandboxPool":
     return self

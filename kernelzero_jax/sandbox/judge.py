@@ -254,11 +254,16 @@ class Judge:
 
   def _start_worker(self) -> None:
     cfg = self.cfg
-    spec = {"workdir": self.workdir, "device": device_name(cfg, self.job.get("gpu_index", 0)), "backend": self.backend,
-            "candidate_source": self.job["candidate_source"],
+    spec = {"workdir": self.workdir, "device": device_name(cfg, self.job.get("gpu_index", 0)),
+            "backend": self.backend, "candidate_source": self.job["candidate_source"],
             "reference_source": self.job["reference_source"],
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
             "own_kernel_names": self.own_kernels}
+    if self.backend == "cuda" and cfg.fast_build:
+      from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+      spec["fast_build"] = True
+      spec["pch_header"] = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
+                                                with_cuda=True)
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
@@ -291,8 +296,10 @@ class Judge:
     v.stage = "build"
     # The deadline counts from the worker's start; the build ran while the reference loaded.
     remaining = cfg.build_timeout_s - (time.perf_counter() - self.worker_started)
-    self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
+    built = self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
+    if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
+      v.evidence["build"] = list(built["build_log"])[:8]
 
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1

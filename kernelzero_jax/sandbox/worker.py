@@ -91,6 +91,12 @@ class _Worker:
       torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
       self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
       self.timer = timing.Timer(self.device)
+    self.build_log: list[str] = []
+    if spec.get("fast_build"):  # before the candidate imports load_inline (fast_build.py)
+      import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+      from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+      cpp_extension.load_inline = fast_build.fast_load_inline(
+          cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append)
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
     self.ops = evidence.OpRecorder()
@@ -144,7 +150,7 @@ class _Worker:
     violations = self._tamper_violations()
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True, "seconds": time.perf_counter() - t0}
+    return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log}
 
   def init(self, seed: int) -> dict[str, Any]:
     self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,

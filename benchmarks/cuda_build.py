@@ -1,0 +1,104 @@
+r"""CUDA candidate build times: `load_inline` as asked against the fast build paths, one run.
+
+    python -m benchmarks.cuda_build --candidates=benchmarks/candidates/honest --modes=plain,light,pch
+
+For each CUDA candidate (`*_cuda.py`), the `load_inline` calls it makes are captured (its module
+runs with a recorder in place of load_inline), then each call is built from scratch in a fresh
+directory once per mode, one build at a time:
+  plain  load_inline exactly as the candidate asked (KernelBench's way);
+  light  the .cu's torch/extension.h replaced by torch/types.h (sandbox/fast_build.py);
+  pch    light, plus the precompiled torch/extension.h for main.cpp (built first, once per
+         machine; its time is printed separately).
+Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
+the printed time then includes both), and the median per mode and its ratio to plain.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+import tempfile
+import time
+import types
+
+from absl import app
+from absl import flags
+
+_CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
+                                  "A directory of *_cuda.py candidates.")
+_MODES = flags.DEFINE_list("modes", ["plain", "light", "pch"], "Build modes to time.")
+_LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
+_OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+
+def captured_calls(path: str) -> list[dict]:
+  """The keyword arguments of every load_inline call the candidate's module makes."""
+  import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+  calls = []
+  original = cpp_extension.load_inline
+
+  def record(*args, **kwargs):
+    import inspect  # pylint: disable=import-outside-toplevel
+    calls.append(dict(inspect.signature(original).bind(*args, **kwargs).arguments))
+    return types.SimpleNamespace()
+
+  cpp_extension.load_inline = record
+  try:
+    with open(path, encoding="utf-8") as f:
+      exec(compile(f.read(), path, "exec"), {"__name__": "kz_capture"})  # pylint: disable=exec-used
+  except Exception:  # pylint: disable=broad-except
+    pass  # what runs after load_inline may need the real module; the call is recorded
+  finally:
+    cpp_extension.load_inline = original
+  return calls
+
+
+def main(argv):
+  del argv
+  from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+  files = sorted(glob.glob(os.path.join(_CANDIDATES.value, "*_cuda.py")))
+  if _LIMIT.value:
+    files = files[:_LIMIT.value]
+  header = None
+  if "pch" in _MODES.value:
+    t0 = time.perf_counter()
+    header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
+    print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
+  rows = []
+  for path in files:
+    for i, call in enumerate(captured_calls(path)):
+      for mode in _MODES.value:
+        log = []
+        build = (load_inline if mode == "plain" else
+                 fast_build.fast_load_inline(load_inline, header if mode == "pch" else None,
+                                             log.append))
+        args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
+                    build_directory=tempfile.mkdtemp(prefix="kz_build_"))
+        t0 = time.perf_counter()
+        try:
+          build(**args)
+          ok, error = True, None
+        except Exception as e:  # pylint: disable=broad-except
+          ok, error = False, f"{type(e).__name__}: {str(e)[-300:]}"
+        row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
+               "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+  print()
+  plain = [r["seconds"] for r in rows if r["mode"] == "plain" and r["ok"]]
+  for mode in _MODES.value:
+    times = [r["seconds"] for r in rows if r["mode"] == mode and r["ok"]]
+    if times:
+      ratio = (f", {statistics.median(plain) / statistics.median(times):.1f}x faster than plain"
+               if plain and mode != "plain" else "")
+      print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}")
+  if _OUT.value:
+    with open(_OUT.value, "w", encoding="utf-8") as f:
+      json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+  app.run(main)

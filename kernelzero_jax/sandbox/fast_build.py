@@ -1,0 +1,196 @@
+"""Faster `load_inline` builds for CUDA candidates, with the plain build as the fallback.
+
+A `load_inline` extension is two translation units: the generated `main.cpp` (the candidate's
+`cpp_sources` and pybind11 bindings, after `#include <torch/extension.h>`) and the candidate's
+`cuda_sources` as a `.cu` file, which nearly always begins with the same include. Parsing
+torch/extension.h (the whole C++ frontend, pybind11 and Python.h) is most of the build. Two
+changes cut it without touching what the candidate computes:
+
+- **A precompiled header for main.cpp.** `ensure_pch` builds torch/extension.h once per machine
+  (torch, compiler and flags in the cache key) with the exact compiler flags `load_inline` uses,
+  read from the build file of a probe extension. Candidates then compile with `-include` of
+  that header: GCC uses the .gch when it is valid for the command line and otherwise includes
+  the header as text, so a stale or mismatched PCH is slower, never wrong.
+- **A lighter header for the .cu.** `light_cuda_source` replaces `#include <torch/extension.h>`
+  with `#include <torch/types.h>` (ATen, the torch:: aliases and dtypes, TORCH_CHECK; not the
+  C++ frontend's nn/optim/data, nor pybind11), which a kernel file rarely needs.
+
+`fast_load_inline` wraps `torch.utils.cpp_extension.load_inline`: it builds with both changes,
+and when that build fails for any reason it builds again exactly as asked, so a candidate that
+compiles the plain way still compiles, and one that does not still fails with the plain error.
+
+The PCH is built by trusted processes only (the sandbox pool, before any candidate runs in that
+cache), into a temporary directory renamed into place; workers only read it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import inspect
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any, Callable
+
+_EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$',
+                                re.MULTILINE)
+LIGHT_INCLUDE = "#include <torch/types.h>"
+PCH_HEADER = "kz_torch_extension.h"
+_PROBE_CPP = "torch::Tensor kz_probe(torch::Tensor x) { return x; }"
+_PROBE_CUDA = ("#include <torch/extension.h>\n"
+               "__global__ void kz_probe_kernel(float* x) { x[0] = 0.f; }\n")
+
+
+def light_cuda_source(source: str) -> str | None:
+  """`source` with torch/extension.h replaced by the light header, or None if it has none."""
+  light, n = _EXTENSION_INCLUDE.subn(LIGHT_INCLUDE, source)
+  return light if n else None
+
+
+def default_cache_dir() -> str:
+  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(root, "kernelzero_jax", "pch")
+
+
+def _compiler_version(cxx: str) -> str:
+  try:
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0] if out.stdout else ""
+  except (OSError, subprocess.SubprocessError):
+    return ""
+
+
+def cache_key(with_cuda: bool) -> str:
+  """Identifies what the PCH depends on: torch, Python, the compiler, CUDA or not."""
+  import torch  # pylint: disable=import-outside-toplevel
+  cxx = os.environ.get("CXX", "c++")
+  parts = [torch.__version__, sys.version, cxx, _compiler_version(cxx), f"cuda={with_cuda}",
+           os.environ.get("TORCH_CUDA_ARCH_LIST", "")]
+  return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def _cflags_from_ninja(path: str) -> tuple[str, list[str]]:
+  """(compiler, C++ flags) of the build file `load_inline` wrote, without the extension name."""
+  cxx, cflags = "c++", []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      if line.startswith("cxx = "):
+        cxx = line.split("=", 1)[1].strip()
+      elif line.startswith("cflags = "):
+        cflags = shlex.split(line.split("=", 1)[1])
+      elif line.startswith("post_cflags = "):
+        cflags += shlex.split(line.split("=", 1)[1])
+  return cxx, [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+
+
+def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
+  """Builds the PCH into `out_dir` (created); returns the header to pass with -include.
+
+  A probe extension built by `load_inline` itself gives the exact flags, so the PCH matches
+  the candidates' builds on this machine. Raises RuntimeError when a step fails.
+  """
+  from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
+  os.makedirs(out_dir, exist_ok=True)
+  probe_dir = os.path.join(out_dir, "probe")
+  os.makedirs(probe_dir, exist_ok=True)
+  try:
+    load_inline("kz_pch_probe", cpp_sources=_PROBE_CPP, functions=["kz_probe"],
+                cuda_sources=_PROBE_CUDA if with_cuda else None, build_directory=probe_dir,
+                with_cuda=with_cuda)
+  except Exception as e:  # pylint: disable=broad-except
+    raise RuntimeError(f"the probe extension did not build: {e}") from e
+  cxx, cflags = _cflags_from_ninja(os.path.join(probe_dir, "build.ninja"))
+  header = os.path.join(out_dir, PCH_HEADER)
+  with open(header, "w", encoding="utf-8") as f:
+    f.write("#include <torch/extension.h>\n")
+  cmd = [cxx, "-x", "c++-header", *cflags, header, "-o", header + ".gch"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+  if proc.returncode != 0:
+    raise RuntimeError(f"building the PCH failed: {proc.stderr[-2000:]}")
+  with open(os.path.join(out_dir, "pch.json"), "w", encoding="utf-8") as f:
+    json.dump({"cxx": cxx, "cflags": cflags}, f, indent=1)
+  shutil.rmtree(probe_dir, ignore_errors=True)
+  return header
+
+
+def ready_pch(cache_dir: str, with_cuda: bool) -> str | None:
+  """The PCH header of this machine if it has been built, else None (never builds)."""
+  header = os.path.join(cache_dir, cache_key(with_cuda), PCH_HEADER)
+  return header if os.path.exists(header + ".gch") else None
+
+
+def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
+  """The PCH header for this machine, built first if missing. One builder at a time (a lock
+  file); the build goes to a temporary directory renamed into place, so a reader sees a whole
+  PCH or none, and a builder killed midway leaves only a directory the next one removes."""
+  final = os.path.join(cache_dir, cache_key(with_cuda))
+  header = os.path.join(final, PCH_HEADER)
+  os.makedirs(cache_dir, exist_ok=True)
+  with open(os.path.join(cache_dir, ".lock"), "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if os.path.exists(header + ".gch"):
+      return header
+    for name in os.listdir(cache_dir):  # left by a builder that was killed
+      if name.startswith(".building_"):
+        shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=".building_", dir=cache_dir)
+    try:
+      build_pch(tmp, with_cuda)
+      shutil.rmtree(final, ignore_errors=True)  # an incomplete one (no .gch)
+      os.rename(tmp, final)
+    finally:
+      shutil.rmtree(tmp, ignore_errors=True)
+  return header
+
+
+def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
+                     log: Callable[[str], None] = lambda _: None) -> Callable[..., Any]:
+  """`load_inline` that builds with the PCH and the light .cu header first, and exactly as
+  asked if that fails."""
+  signature = inspect.signature(load_inline)
+
+  def wrapper(*args, **kwargs):
+    bound = signature.bind(*args, **kwargs)
+    fast = dict(bound.arguments)
+    changes = []
+    cuda = fast.get("cuda_sources")
+    if cuda:
+      sources = [cuda] if isinstance(cuda, str) else list(cuda)
+      light = [light_cuda_source(s) for s in sources]
+      if any(x is not None for x in light):
+        fast["cuda_sources"] = [x if x is not None else s for x, s in zip(light, sources)]
+        changes.append("light .cu header")
+    if pch_header:
+      fast["extra_cflags"] = ["-include", pch_header, *(fast.get("extra_cflags") or [])]
+      changes.append("precompiled header")
+    if not changes:
+      log("plain build (nothing to speed up)")
+      return load_inline(*args, **kwargs)
+    try:
+      module = load_inline(**fast)
+      log(f"fast build ({', '.join(changes)})")
+      return module
+    except Exception as e:  # pylint: disable=broad-except
+      log(f"fast build ({', '.join(changes)}) failed ({type(e).__name__}); built as asked")
+      return load_inline(*args, **kwargs)
+
+  return wrapper
+
+
+def main(argv: list[str]) -> int:
+  """python -m kernelzero_jax.sandbox.fast_build CACHE_DIR cpu|cuda: builds the PCH."""
+  if len(argv) != 3 or argv[2] not in ("cpu", "cuda"):
+    print(main.__doc__, file=sys.stderr)
+    return 2
+  print(ensure_pch(argv[1], argv[2] == "cuda"))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))
