@@ -130,3 +130,24 @@ def test_a_real_precompiled_header_is_valid_for_load_inline_builds(tmp_path):
                 extra_cflags=["-Winvalid-pch"])
   assert log == ["fast build (precompiled header)"]
   assert torch.equal(module.twice(torch.arange(4.0)), torch.arange(4.0) * 2)
+
+
+def test_a_pch_changed_after_its_build_is_not_used(tmp_path):
+  """A candidate's compiler flags can write outside its directory (-o, -MF): a PCH that is not
+  the one its builder wrote is never handed to another build (and the judge rejects the
+  candidate whose build changed it)."""
+  key_dir = tmp_path / fast_build.cache_key(False)
+  key_dir.mkdir()
+  header = key_dir / fast_build.PCH_HEADER
+  header.write_text("#include <torch/extension.h>\n")
+  gch = key_dir / (fast_build.PCH_HEADER + ".gch")
+  gch.write_bytes(b"precompiled")
+  (key_dir / "pch.json").write_text(json.dumps(
+      {"cxx": "c++", "cflags": [], "gch": fast_build._fingerprint(str(gch))}))  # pylint: disable=protected-access
+  assert fast_build.pch_intact(str(header))
+  assert fast_build.ready_pch(str(tmp_path), with_cuda=False) == str(header)
+  gch.write_bytes(b"poisoned!!!")  # rewritten in place
+  assert not fast_build.pch_intact(str(header))
+  assert fast_build.ready_pch(str(tmp_path), with_cuda=False) is None
+  (key_dir / "pch.json").unlink()
+  assert not fast_build.pch_intact(str(header))

@@ -114,15 +114,37 @@ def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
   if proc.returncode != 0:
     raise RuntimeError(f"building the PCH failed: {proc.stderr[-2000:]}")
   with open(os.path.join(out_dir, "pch.json"), "w", encoding="utf-8") as f:
-    json.dump({"cxx": cxx, "cflags": cflags}, f, indent=1)
+    json.dump({"cxx": cxx, "cflags": cflags, "gch": _fingerprint(header + ".gch")}, f, indent=1)
   shutil.rmtree(probe_dir, ignore_errors=True)
   return header
 
 
+def _fingerprint(path: str) -> list[int] | None:
+  """What changes when anything rewrites the file: size, modification time, inode."""
+  try:
+    st = os.stat(path)
+  except OSError:
+    return None
+  return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def pch_intact(header: str) -> bool:
+  """Whether the PCH is the one its builder wrote. A candidate's compiler flags could write
+  anywhere (e.g. -o or -MF to a path outside its directory); a PCH changed that way must not
+  reach other candidates' builds."""
+  try:
+    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+      recorded = json.load(f).get("gch")
+  except (OSError, ValueError):
+    return False
+  return recorded is not None and recorded == _fingerprint(header + ".gch")
+
+
 def ready_pch(cache_dir: str, with_cuda: bool) -> str | None:
-  """The PCH header of this machine if it has been built, else None (never builds)."""
+  """The PCH header of this machine if it has been built and is intact, else None (never
+  builds)."""
   header = os.path.join(cache_dir, cache_key(with_cuda), PCH_HEADER)
-  return header if os.path.exists(header + ".gch") else None
+  return header if pch_intact(header) else None
 
 
 def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
@@ -134,7 +156,7 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
   os.makedirs(cache_dir, exist_ok=True)
   with open(os.path.join(cache_dir, ".lock"), "w", encoding="utf-8") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
-    if os.path.exists(header + ".gch"):
+    if pch_intact(header):
       return header
     for name in os.listdir(cache_dir):  # left by a builder that was killed
       if name.startswith(".building_"):
@@ -142,7 +164,7 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
     tmp = tempfile.mkdtemp(prefix=".building_", dir=cache_dir)
     try:
       build_pch(tmp, with_cuda)
-      shutil.rmtree(final, ignore_errors=True)  # an incomplete one (no .gch)
+      shutil.rmtree(final, ignore_errors=True)  # an incomplete or altered one
       os.rename(tmp, final)
     finally:
       shutil.rmtree(tmp, ignore_errors=True)

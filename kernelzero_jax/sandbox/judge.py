@@ -215,6 +215,7 @@ class Judge:
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
+    self.worker_spec: dict[str, Any] = {}
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
   # -- entry ---------------------------------------------------------------------------------
@@ -264,6 +265,7 @@ class Judge:
       spec["fast_build"] = True
       spec["pch_header"] = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
                                                 with_cuda=True)
+    self.worker_spec = spec
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
@@ -300,6 +302,12 @@ class Judge:
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
       v.evidence["build"] = list(built["build_log"])[:8]
+    pch = self.worker_spec.get("pch_header")
+    if pch:
+      from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+      if not fast_build.pch_intact(pch):
+        raise StageFailure(V.REJECTED, "the build changed the shared precompiled header "
+                           f"{pch}.gch (compiler flags that write outside the build directory)")
 
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
