@@ -497,3 +497,26 @@ def test_kv_cache_prefill_then_decode_matches_full(hf_checkpoint):
   got_BTV = np.concatenate(got, axis=1)
   np.testing.assert_allclose(got_BTV[valid_BT], full[valid_BT], atol=1e-5, rtol=1e-5)
   assert cache.k[0].shape == (b, cfg.num_key_value_heads, cache_len, cfg.head_dim)
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_an_exported_checkpoint_is_the_model_for_transformers_and_for_our_loader(
+    hf_checkpoint, tmp_path, tie):
+  """save_hf_checkpoint inverts load_hf_checkpoint: transformers reads the export back into the
+  same tensors (so the same logits), and so does our loader."""
+  from kernelzero_jax.model.export import save_hf_checkpoint  # pylint: disable=import-outside-toplevel
+  hf_model, path = hf_checkpoint(tie_word_embeddings=tie)
+  ours = ckpt.load_hf_checkpoint(path, dtype=jnp.float32)
+  out = save_hf_checkpoint(ours, str(tmp_path / "export"))
+  again = transformers.Qwen2ForCausalLM.from_pretrained(out, attn_implementation="eager")
+  want = hf_model.state_dict()
+  got = again.state_dict()
+  assert set(got) == set(want)
+  for name, tensor in want.items():
+    torch.testing.assert_close(got[name], tensor, rtol=0, atol=0, msg=name)
+  tokens_BT, valid_BT = _left_padded_batch(_TINY_HF["vocab_size"])
+  np.testing.assert_allclose(_hf_logits(again.eval(), tokens_BT, valid_BT),
+                             _hf_logits(hf_model, tokens_BT, valid_BT), rtol=0, atol=0)
+  reloaded = ckpt.load_hf_checkpoint(out, dtype=jnp.float32)
+  jax.tree.map(np.testing.assert_array_equal, nnx.state(reloaded, nnx.Param).to_pure_dict(),
+               nnx.state(ours, nnx.Param).to_pure_dict())
