@@ -84,6 +84,7 @@ class CoevolveConfig:
   backend: str = "triton"
   prompt_style: str = "one_shot"      # the Coder's (coder.prompts.PROMPT_STYLES)
   seed_modules: tuple[str, ...] = ()  # the pool's first modules (empty: the package's examples)
+  seed_teacher_modules: int = 0       # and this many small modules of the teacher's family
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0               # concurrent sandbox judges; 0: one per CPU core
   eval: RoundEvalConfig = RoundEvalConfig()
@@ -179,6 +180,8 @@ class PolicyProbe:
                for i, s in enumerate(sources)]
     seed = int(np.random.default_rng([self.seed, step, 1]).integers(2**31))
     completions, _ = self.learner.sample(prompts, k, seed, self.env.decode)
+    # The plain Coder scoring: these modules are not in the pool yet, and the Proposer's
+    # environment records the attempts of those that join it.
     results = CoderEnvironment.score(self.env, step, prompts, completions)
     return [results[i * k:(i + 1) * k] for i in range(len(sources))]
 
@@ -198,9 +201,11 @@ def load_cooccurrence(source: str, cache_dir: str) -> Cooccurrence:
                             "Python files, nor a .json co-occurrence file")
 
 
-def seed_modules(config: CoevolveConfig) -> list:
-  """The pool's first modules (Tasks); a file that does not load is skipped with a warning, and
-  none at all is a config error (the Coder's first phase would have nothing to train on)."""
+def seed_modules(config: CoevolveConfig) -> list[str]:
+  """The pool's first modules: `seed_modules` (files or directories; default the package's
+  example references) and `seed_teacher_modules` small train-split modules of the teacher's
+  family (what a warm-started Coder was trained on). A file that does not load is skipped with
+  a warning; none at all is a config error (the Coder's first phase would have nothing)."""
   paths = config.seed_modules or DEFAULT_MODULES
   try:
     tasks, problems = load_modules(paths)
@@ -208,9 +213,15 @@ def seed_modules(config: CoevolveConfig) -> list:
     raise configs.ConfigError(f"seed_modules: {e}") from e
   for p in problems:
     logging.warning("skipping a seed module: %s", p)
-  if not tasks:
+  sources = [t.source for t in tasks]
+  if config.seed_teacher_modules:
+    # pylint: disable-next=import-outside-toplevel
+    from kernelzero_jax.teacher.generator import generate_modules
+    sources += [src for _, src, _ in generate_modules(
+        config.seed_teacher_modules, seed=config.seed + 1_000, split="train", size="small")]
+  if not sources:
     raise configs.ConfigError(f"no usable seed module in {list(paths)}: {problems}")
-  return tasks
+  return sources
 
 
 class Coevolution:
@@ -256,8 +267,8 @@ class Coevolution:
       start = 0
       restored = ckpt.restore_latest(self._states())
       if restored is None:
-        for task in seed_modules(cfg):
-          self.pool.add(task.source, sorted(catalog.forward_apis(task.source)), step=0)
+        for source in seed_modules(cfg):
+          self.pool.add(source, sorted(catalog.forward_apis(source)), step=0)
       else:
         states, saved = restored
         for name, learner in self.learners.items():
@@ -344,12 +355,21 @@ class Coevolution:
       json.dump(summary, f, indent=2, default=str)
     os.replace(os.path.join(self.workdir, "summary.json.tmp"),
                os.path.join(self.workdir, "summary.json"))
-    valid = sum(p.get("valid", 0) for p in phases if p["phase"] == "proposer")
-    correct = sum(p.get("correct", 0) for p in phases if p["phase"] == "coder")
+    proposer = [p for p in phases if p["phase"] == "proposer"]
+    coder = [p for p in phases if p["phase"] == "coder"]
+    valid, correct = sum(p["valid"] for p in proposer), sum(p["correct"] for p in coder)
+    accepted = sum(p["accepted"] for p in proposer)
+    line = (f"co-evolution: the Proposer wrote {valid} valid modules in "
+            f"{sum(p['samples'] for p in proposer)} proposals ({accepted} joined the pool); "
+            f"the Coder wrote {correct} correct kernels in {sum(p['samples'] for p in coder)} "
+            f"samples; pool {len(self.pool)} modules, frontier {self.pool.frontier_size()}")
+    print(line, flush=True)
+    logging.info("%s", line)
     if not valid and not correct:
-      logging.warning("no valid proposal and no correct kernel in this run: what policies at "
-                      "random weights do. The learning signal starts with warm-started policies "
-                      "(experiments/configs/warm_start_*.py)")
+      logging.warning("neither policy succeeded once in this run (no valid module, no correct "
+                      "kernel): what policies at random weights do. The learning signal starts "
+                      "with warm-started policies (experiments/configs/warm_start_*.py; the "
+                      "default config's Coder starts from kernelzero_jax/assets/coder_tiny_warm)")
     return summary
 
 
