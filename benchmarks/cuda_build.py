@@ -1,6 +1,7 @@
 r"""CUDA candidate build times: `load_inline` as asked against the fast build paths, one run.
 
-    python -m benchmarks.cuda_build --candidates=benchmarks/candidates/honest --modes=plain,light,pch
+    python -m benchmarks.cuda_build --candidates=benchmarks/candidates/honest \
+        --modes=plain,light,pch
 
 For each CUDA candidate (`*_cuda.py`), the `load_inline` calls it makes are captured (its module
 runs with a recorder in place of load_inline), then each call is built from scratch in a fresh

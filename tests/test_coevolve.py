@@ -94,7 +94,8 @@ def _final(workdir):
 def test_coevolution_trains_both_policies_checkpoints_the_pool_and_resumes_after_a_kill(tmp_path):
   kernelbench = _one_problem_kernelbench(tmp_path / "kernelbench")
   whole = tmp_path / "whole"
-  proc = subprocess.run(_command(whole, kernelbench), cwd=REPO, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(_command(whole, kernelbench), cwd=REPO, capture_output=True, text=True,
+                        timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
 
   # The console gives a summary per phase and says plainly what the policies achieved (here:

@@ -81,8 +81,9 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
               functions=["f"]) == "module 2"
   fast, plain = fake.calls
   assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL), "__global__ void g() {}\n"]
-  assert plain == dict(name="ext", cpp_sources="", cuda_sources=[KERNEL, "__global__ void g() {}\n"],
-                       functions=["f"], extra_cflags=None, verbose=False)
+  assert plain == dict(name="ext", cpp_sources="",
+                       cuda_sources=[KERNEL, "__global__ void g() {}\n"], functions=["f"],
+                       extra_cflags=None, verbose=False)
   assert log == ["fast build (light .cu header) failed (RuntimeError); built as asked"]
 
 
@@ -142,8 +143,8 @@ def test_a_pch_changed_after_its_build_is_not_used(tmp_path):
   header.write_text("#include <torch/extension.h>\n")
   gch = key_dir / (fast_build.PCH_HEADER + ".gch")
   gch.write_bytes(b"precompiled")
-  (key_dir / "pch.json").write_text(json.dumps(
-      {"cxx": "c++", "cflags": [], "gch": fast_build._fingerprint(str(gch))}))  # pylint: disable=protected-access
+  fingerprint = fast_build._fingerprint(str(gch))  # pylint: disable=protected-access
+  (key_dir / "pch.json").write_text(json.dumps({"cxx": "c++", "cflags": [], "gch": fingerprint}))
   assert fast_build.pch_intact(str(header))
   assert fast_build.ready_pch(str(tmp_path), with_cuda=False) == str(header)
   gch.write_bytes(b"poisoned!!!")  # rewritten in place

@@ -504,7 +504,8 @@ def test_an_exported_checkpoint_is_the_model_for_transformers_and_for_our_loader
     hf_checkpoint, tmp_path, tie):
   """save_hf_checkpoint inverts load_hf_checkpoint: transformers reads the export back into the
   same tensors (so the same logits), and so does our loader."""
-  from kernelzero_jax.model.export import save_hf_checkpoint  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.model.export import save_hf_checkpoint
   hf_model, path = hf_checkpoint(tie_word_embeddings=tie)
   ours = ckpt.load_hf_checkpoint(path, dtype=jnp.float32)
   out = save_hf_checkpoint(ours, str(tmp_path / "export"))
