@@ -1,4 +1,4 @@
-"""The co-evolution loop (the main job) end to end on tiny random-weight policies, with a kill."""
+"""The co-evolution loop (the main job) end to end on tiny policies, with a kill."""
 
 from __future__ import annotations
 
