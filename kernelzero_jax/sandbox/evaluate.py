@@ -355,12 +355,14 @@ class SandboxPool:
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
     self._pch_build: subprocess.Popen | None = None
-    if self.config.device == "cuda" and self.config.fast_build:
-      self._start_pch_build()
 
-  def _start_pch_build(self) -> None:
-    """Builds the precompiled header for CUDA candidates in the background (a trusted process,
-    once per machine; fast_build.py). Judges use it once it exists, plain builds until then."""
+  def _start_pch_build(self, jobs: Sequence[Job]) -> None:
+    """With the first CUDA candidate, builds the precompiled header for CUDA builds in the
+    background (a trusted process, once per machine; fast_build.py). Judges use it once it
+    exists, plain builds until then. A pool that judges no CUDA candidate starts nothing."""
+    if (self._pch_build is not None or self.config.device != "cuda"
+        or not self.config.fast_build or not any(j.backend == "cuda" for j in jobs)):
+      return
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     cache = self.config.pch_dir or fast_build.default_cache_dir()
     os.makedirs(cache, exist_ok=True)
@@ -416,6 +418,8 @@ class SandboxPool:
                on_result: Callable[[int, Job, V.Verdict], None] | None = None) -> list[V.Verdict]:
     """Returns verdicts in job order. `on_result` sees each verdict as soon as it exists, so a
     caller can persist it before the rest are done."""
+    jobs = list(jobs)
+    self._start_pch_build(jobs)
     submitted = time.perf_counter()
 
     def judge(i: int, j: Job) -> V.Verdict:
@@ -431,7 +435,7 @@ class SandboxPool:
     def fallback(job: Job, why: str) -> V.Verdict:
       return V.Verdict(status=V.RUNTIME_ERROR, backend=job.backend, reasons=[why])
 
-    return self._map(judge, list(jobs), fallback, "sandbox", progress, on_result,
+    return self._map(judge, jobs, fallback, "sandbox", progress, on_result,
                      lambda v: v.correct)
 
   def validate_modules(self, sources: Sequence[str], limits: ModuleLimits | None = None,
