@@ -215,7 +215,7 @@ class Judge:
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
-    self.worker_spec: dict[str, Any] = {}
+    self.pch_header: str | None = None  # the shared precompiled header this worker builds with
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
   # -- entry ---------------------------------------------------------------------------------
@@ -262,10 +262,10 @@ class Judge:
             "own_kernel_names": self.own_kernels}
     if self.backend == "cuda" and cfg.fast_build:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+      self.pch_header = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
+                                             with_cuda=True)
       spec["fast_build"] = True
-      spec["pch_header"] = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
-                                                with_cuda=True)
-    self.worker_spec = spec
+      spec["pch_header"] = self.pch_header
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
@@ -302,12 +302,12 @@ class Judge:
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
       v.evidence["build"] = list(built["build_log"])[:8]
-    pch = self.worker_spec.get("pch_header")
-    if pch:
+    if self.pch_header:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
-      if not fast_build.pch_intact(pch):
+      if not fast_build.pch_intact(self.pch_header):
         raise StageFailure(V.REJECTED, "the build changed the shared precompiled header "
-                           f"{pch}.gch (compiler flags that write outside the build directory)")
+                           f"{self.pch_header}.gch (compiler flags that write outside the build "
+                           "directory)")
 
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
