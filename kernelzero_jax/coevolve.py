@@ -227,10 +227,13 @@ def seed_modules(config: CoevolveConfig) -> list[str]:
 class Coevolution:
   """Both learners, the pool, and the alternating schedule over them."""
 
-  def __init__(self, config: CoevolveConfig, workdir: str, progress: bool = True):
+  def __init__(self, config: CoevolveConfig, workdir: str, cooccurrence: Cooccurrence,
+               seed_sources: Sequence[str], progress: bool = True):
+    """`cooccurrence` weights the API sets; `seed_sources` start the pool of a fresh run."""
     from kernelzero_jax.tokenizer import eos_token_ids  # pylint: disable=import-outside-toplevel
     self.config = config
     self.workdir = workdir
+    self.seed_sources = list(seed_sources)
     self.progress = progress
     self.pool = ModulePool(config.frontier)
     mesh = config.sharding.make_mesh() if config.use_mesh else None
@@ -247,8 +250,7 @@ class Coevolution:
                      sharding=config.sharding)
 
     self.coder = learner(config.coder, coder_model, self.coder_tokenizer, self.coder_env)
-    cooc = load_cooccurrence(config.cooccurrence, os.path.join(workdir, "cache"))
-    sampler = ApiSetSampler(cooc, apis=list(config.apis) or None,
+    sampler = ApiSetSampler(cooccurrence, apis=list(config.apis) or None,
                             smoothing=config.api_smoothing)
     probe = PolicyProbe(self.coder, self.coder_env, config.seed)
     self.proposer_env = ProposerEnvironment(proposer_tokenizer, sampler, self.pool,
@@ -267,7 +269,7 @@ class Coevolution:
       start = 0
       restored = ckpt.restore_latest(self._states())
       if restored is None:
-        for source in seed_modules(cfg):
+        for source in self.seed_sources:
           self.pool.add(source, sorted(catalog.forward_apis(source)), step=0)
       else:
         states, saved = restored
@@ -462,6 +464,7 @@ def format_phase_summary(s: dict[str, Any]) -> str:
 def run(config: CoevolveConfig, workdir: str, progress: bool = True) -> dict[str, Any]:
   """Runs (or resumes) the co-evolution in `workdir`; returns the summary (also summary.json)."""
   configs.check_workdir_config(workdir, config, resumable=("num_rounds",))
-  seed_modules(config)  # a config error now, not after both policies are built
-  load_cooccurrence(config.cooccurrence, os.path.join(workdir, "cache"))
-  return Coevolution(config, workdir, progress).run()
+  # Config errors now, not after both policies are built.
+  seeds = seed_modules(config)
+  cooccurrence = load_cooccurrence(config.cooccurrence, os.path.join(workdir, "cache"))
+  return Coevolution(config, workdir, cooccurrence, seeds, progress).run()
