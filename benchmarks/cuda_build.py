@@ -1,15 +1,17 @@
 r"""CUDA candidate build times: `load_inline` as asked against the fast build paths, one run.
 
     python -m benchmarks.cuda_build --candidates=benchmarks/candidates/honest \
-        --modes=plain,light,pch
+        --modes=plain,light,ops,fast
 
 For each CUDA candidate (`*_cuda.py`), the `load_inline` calls it makes are captured (its module
 runs with a recorder in place of load_inline), then each call is built from scratch in a fresh
 directory once per mode, one build at a time:
   plain  load_inline exactly as the candidate asked (KernelBench's way);
   light  the .cu's torch/extension.h replaced by torch/types.h (sandbox/fast_build.py);
+  ops    light, with only the per-operator headers of the operators the .cu names;
   pch    light, plus the precompiled torch/extension.h for main.cpp (built first, once per
-         machine; its time is printed separately).
+         machine; its time is printed separately);
+  fast   all three: the sandbox's build (SandboxConfig.fast_build).
 Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
@@ -29,7 +31,11 @@ from absl import flags
 
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
-_MODES = flags.DEFINE_list("modes", ["plain", "light", "pch"], "Build modes to time.")
+_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast"],
+                          "Build modes to time.")
+# mode: (the precompiled header, only the named operators' headers)
+_FAST_MODES = {"light": (False, False), "ops": (False, True), "pch": (True, False),
+               "fast": (True, True)}
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -64,7 +70,10 @@ def main(argv):
   if _LIMIT.value:
     files = files[:_LIMIT.value]
   header = None
-  if "pch" in _MODES.value:
+  unknown = set(_MODES.value) - {"plain", *_FAST_MODES}
+  if unknown:
+    raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, {', '.join(_FAST_MODES)}")
+  if any(_FAST_MODES.get(mode, (False,))[0] for mode in _MODES.value):
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
@@ -73,9 +82,12 @@ def main(argv):
     for i, call in enumerate(captured_calls(path)):
       for mode in _MODES.value:
         log = []
-        build = (load_inline if mode == "plain" else
-                 fast_build.fast_load_inline(load_inline, header if mode == "pch" else None,
-                                             log.append))
+        if mode == "plain":
+          build = load_inline
+        else:
+          pch, op_headers = _FAST_MODES[mode]
+          build = fast_build.fast_load_inline(load_inline, header if pch else None, log.append,
+                                              op_headers=op_headers)
         args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                     build_directory=tempfile.mkdtemp(prefix="kz_build_"))
         t0 = time.perf_counter()

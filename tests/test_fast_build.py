@@ -54,9 +54,10 @@ class FakeLoadInline:
     self.calls, self.failures = [], failures
 
   def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
-               verbose=False):
+               extra_cuda_cflags=None, verbose=False):
     self.calls.append(dict(name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
-                           functions=functions, extra_cflags=extra_cflags, verbose=verbose))
+                           functions=functions, extra_cflags=extra_cflags,
+                           extra_cuda_cflags=extra_cuda_cflags, verbose=verbose))
     if len(self.calls) <= self.failures:
       raise RuntimeError("Error building extension")
     return f"module {len(self.calls)}"
@@ -64,7 +65,8 @@ class FakeLoadInline:
 
 def test_the_fast_build_adds_the_pch_and_the_light_header():
   fake, log = FakeLoadInline(), []
-  load = fast_build.fast_load_inline(fake, "/cache/kz_torch_extension.h", log.append)
+  load = fast_build.fast_load_inline(fake, "/cache/kz_torch_extension.h", log.append,
+                                     op_headers=False)
   assert load("ext", "torch::Tensor f(torch::Tensor x);", KERNEL, functions=["f"],
               extra_cflags=["-O3"]) == "module 1"
   (call,) = fake.calls
@@ -76,15 +78,114 @@ def test_the_fast_build_adds_the_pch_and_the_light_header():
 
 def test_a_failed_fast_build_is_built_again_exactly_as_asked():
   fake, log = FakeLoadInline(failures=1), []
-  load = fast_build.fast_load_inline(fake, None, log.append)
+  load = fast_build.fast_load_inline(fake, None, log.append, op_headers=False)
   assert load("ext", cpp_sources="", cuda_sources=[KERNEL, "__global__ void g() {}\n"],
               functions=["f"]) == "module 2"
   fast, plain = fake.calls
   assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL), "__global__ void g() {}\n"]
   assert plain == dict(name="ext", cpp_sources="",
                        cuda_sources=[KERNEL, "__global__ void g() {}\n"], functions=["f"],
-                       extra_cflags=None, verbose=False)
+                       extra_cflags=None, extra_cuda_cflags=None, verbose=False)
   assert log == ["fast build (light .cu header) failed (RuntimeError); built as asked"]
+
+
+FUNCTIONS_H = """#pragma once
+#include <ATen/Context.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/conv2d.h>
+  #  include <ATen/ops/relu.h>
+#include <ATen/ops/var.h>
+namespace at {
+inline Tensor var(const Tensor& self, int dim) { return at::var(self, IntArrayRef{dim}); }
+}
+"""
+NATIVE_FUNCTIONS_H = """#pragma once
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add_native.h>
+#include <ATen/ops/conv2d_native.h>
+#include <ATen/ops/relu_native.h>
+"""
+
+
+def fake_include_dir(root):
+  (root / "ATen").mkdir(parents=True)
+  (root / "ATen" / "Functions.h").write_text(FUNCTIONS_H)
+  (root / "ATen" / "NativeFunctions.h").write_text(NATIVE_FUNCTIONS_H)
+  return str(root)
+
+
+def test_variant_names_count_as_their_operator():
+  assert fast_build.names_in(["at::add_out(o, x, y); y.relu_(); at::mm_outf(a, b, c);"]) >= {
+      "add", "add_out", "relu", "relu_", "mm", "at", "o"}
+
+
+def test_only_the_operators_a_source_names_are_included(tmp_path):
+  include = fake_include_dir(tmp_path / "torch")
+  out = tmp_path / "ops"
+  dropped = fast_build.write_op_headers(str(out), ["auto y = at::add_out(o, x, x); y.relu_();"],
+                                        include)
+  assert dropped == 2  # conv2d.h and conv2d_native.h
+  assert (out / "ATen" / "Functions.h").read_text() == FUNCTIONS_H.replace(
+      "#include <ATen/ops/conv2d.h>\n", "")  # var stays: the aggregator's own code calls it
+  assert (out / "ATen" / "NativeFunctions.h").read_text() == NATIVE_FUNCTIONS_H.replace(
+      "#include <ATen/ops/conv2d_native.h>\n", "")
+
+
+def test_a_source_naming_every_operator_needs_no_new_headers(tmp_path):
+  include = fake_include_dir(tmp_path / "torch")
+  out = tmp_path / "ops"
+  assert fast_build.write_op_headers(str(out), ["add(conv2d(relu(x)))"], include) == 0
+  assert not out.exists()
+
+
+def test_the_cu_is_built_with_its_operators_only_and_the_headers_are_removed_after():
+  seen = {}
+
+  def load_inline(name, cpp_sources, cuda_sources=None, functions=None,
+                  extra_cuda_cflags=None):
+    op_dir = next(f[2:] for f in extra_cuda_cflags if f.startswith("-I"))
+    seen.update(flags=extra_cuda_cflags, op_dir=op_dir,
+                functions_h=open(os.path.join(op_dir, "ATen", "Functions.h")).read())
+    return "module"
+
+  log = []
+  load = fast_build.fast_load_inline(load_inline, None, log.append)
+  assert load("ext", "", KERNEL + "torch::Tensor f(torch::Tensor x) { return at::relu(x); }",
+              extra_cuda_cflags=["-O3"]) == "module"
+  assert seen["flags"] == ["-DAT_PER_OPERATOR_HEADERS", f"-I{seen['op_dir']}", "-O3"]
+  assert "#include <ATen/ops/relu.h>" in seen["functions_h"]
+  assert "#include <ATen/ops/conv2d.h>" not in seen["functions_h"]
+  assert not os.path.exists(seen["op_dir"])
+  assert log[0].startswith("fast build (light .cu header, named operators only (")
+
+
+@pytest.mark.timeout(300)
+def test_named_operator_headers_compile_a_real_source(tmp_path):
+  """With torch's real headers: a source using factories, operators, methods, dtypes and the
+  dispatch macros compiles with only its operators, and far fewer headers are read."""
+  from torch.utils.cpp_extension import include_paths  # pylint: disable=import-outside-toplevel
+  source = tmp_path / "f.cpp"
+  source.write_text("""#include <torch/types.h>
+torch::Tensor f(torch::Tensor x) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only");
+  auto y = torch::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] { y.copy_(at::relu(x)); });
+  return torch::add(y, x.sum(), 2.0) * 3;
+}
+""")
+  op_dir = tmp_path / "ops"
+  assert fast_build.write_op_headers(str(op_dir), [source.read_text()],
+                                     fast_build.torch_include_dir()) > 1000
+  flags = ["-std=c++17", *[f for p in include_paths() for f in ("-isystem", p)]]
+  lean = ["-DAT_PER_OPERATOR_HEADERS", f"-I{op_dir}"]
+  proc = subprocess.run(["c++", *lean, *flags, "-fsyntax-only", "-H", str(source)],
+                        capture_output=True, text=True, timeout=280)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  read = [line.split()[-1] for line in proc.stderr.splitlines() if line.startswith(".")]
+  assert any(p.endswith("ATen/ops/relu.h") for p in read)
+  assert any(p.endswith("ATen/ops/empty_like.h") for p in read)
+  assert not any(p.endswith("ATen/ops/conv2d.h") or p.endswith("ATen/ops/conv2d_native.h")
+                 for p in read)
 
 
 def test_a_plain_build_fails_as_it_would_have():

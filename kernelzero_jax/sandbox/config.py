@@ -51,8 +51,9 @@ class SandboxConfig:
   # 1: every judge has the GPU to itself from its first check to its last. More is for small
   # problems: the checks' memory then adds up (each worker may take gpu_memory_fraction).
   gpu_concurrency: int = 1
-  # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp and a
-  # lighter header in the .cu, falling back to the plain build if that fails (fast_build.py).
+  # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
+  # a lighter header and only the operator headers it names in the .cu, falling back to the
+  # plain build if that fails (fast_build.py).
   fast_build: bool = True
   pch_dir: str | None = None  # where the precompiled header lives (default ~/.cache/...)
 

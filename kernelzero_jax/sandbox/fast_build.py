@@ -14,8 +14,16 @@ changes cut it without touching what the candidate computes:
 - **A lighter header for the .cu.** `light_cuda_source` replaces `#include <torch/extension.h>`
   with `#include <torch/types.h>` (ATen, the torch:: aliases and dtypes, TORCH_CHECK; not the
   C++ frontend's nn/optim/data, nor pybind11), which a kernel file rarely needs.
+- **Only the operators the .cu names.** ATen/Functions.h and ATen/NativeFunctions.h are lists
+  of per-operator headers (thousands), and nvcc parses the .cu three times (host preprocessing
+  and compile, cudafe++, cicc). `write_op_headers` writes both files again with only the
+  operators whose names appear in the .cu (or in the aggregator's own code), in a directory
+  searched before torch's, and the .cu is built with `AT_PER_OPERATOR_HEADERS` (PyTorch's own
+  switch for its per-operator builds), so other headers include just the operators they use.
+  Every name the source can call keeps its whole overload set, so overload resolution cannot
+  change; an operator reached only through a macro fails to compile and the plain build runs.
 
-`fast_load_inline` wraps `torch.utils.cpp_extension.load_inline`: it builds with both changes,
+`fast_load_inline` wraps `torch.utils.cpp_extension.load_inline`: it builds with these changes,
 and when that build fails for any reason it builds again exactly as asked, so a candidate that
 compiles the plain way still compiles, and one that does not still fails with the plain error.
 
@@ -42,6 +50,12 @@ _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension
                                 re.MULTILINE)
 LIGHT_INCLUDE = "#include <torch/types.h>"
 PCH_HEADER = "kz_torch_extension.h"
+# The aggregators of per-operator headers, and the suffix of the headers each includes.
+OP_AGGREGATORS = {os.path.join("ATen", "Functions.h"): "",
+                  os.path.join("ATen", "NativeFunctions.h"): "_native"}
+_OP_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<ATen/ops/(\w+)\.h>[ \t]*$")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_VARIANT_SUFFIX = re.compile(r"(_symint|_outf|_out|_)+$")
 _PROBE_CPP = "torch::Tensor kz_probe(torch::Tensor x) { return x; }"
 _PROBE_CUDA = ("#include <torch/extension.h>\n"
                "__global__ void kz_probe_kernel(float* x) { x[0] = 0.f; }\n")
@@ -51,6 +65,57 @@ def light_cuda_source(source: str) -> str | None:
   """`source` with torch/extension.h replaced by the light header, or None if it has none."""
   light, n = _EXTENSION_INCLUDE.subn(LIGHT_INCLUDE, source)
   return light if n else None
+
+
+def names_in(sources: list[str]) -> set[str]:
+  """The identifiers of `sources`, plus each with ATen's variant suffixes removed (`add_`,
+  `add_out`, `add_outf`, `add_symint` are declared by the header of `add`)."""
+  identifiers = set(_IDENTIFIER.findall("\n".join(sources)))
+  return identifiers | {_VARIANT_SUFFIX.sub("", name) for name in identifiers}
+
+
+def torch_include_dir() -> str | None:
+  """The include directory holding torch's ATen/Functions.h, or None."""
+  from torch.utils import cpp_extension  # pylint: disable=import-outside-toplevel
+  for path in cpp_extension.include_paths():
+    if os.path.isfile(os.path.join(path, "ATen", "Functions.h")):
+      return path
+  return None
+
+
+def write_op_headers(out_dir: str, sources: list[str], include_dir: str) -> int:
+  """Writes ATen/Functions.h and ATen/NativeFunctions.h under `out_dir`: torch's own (from
+  `include_dir`) with only the per-operator includes of operators named in `sources` or in the
+  aggregator's own code. Returns how many per-operator includes were dropped (0: nothing to
+  gain, nothing written)."""
+  named = names_in(sources)
+  dropped, texts = 0, {}
+  for relative, suffix in OP_AGGREGATORS.items():
+    try:
+      with open(os.path.join(include_dir, relative), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    except OSError:
+      continue
+    own_code = "\n".join(line for line in lines if not _OP_INCLUDE.match(line))
+    keep = named | names_in([own_code])
+    kept = []
+    for line in lines:
+      match = _OP_INCLUDE.match(line)
+      if match:
+        op = match.group(1)
+        op = op[:-len(suffix)] if suffix and op.endswith(suffix) else op
+        if op not in keep:
+          dropped += 1
+          continue
+      kept.append(line)
+    texts[relative] = "\n".join(kept) + "\n"
+  if dropped:
+    for relative, text in texts.items():
+      path = os.path.join(out_dir, relative)
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+  return dropped
 
 
 def default_cache_dir() -> str:
@@ -172,35 +237,54 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
 
 
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
-                     log: Callable[[str], None] = lambda _: None) -> Callable[..., Any]:
-  """`load_inline` that builds with the PCH and the light .cu header first, and exactly as
-  asked if that fails."""
+                     log: Callable[[str], None] = lambda _: None,
+                     op_headers: bool = True) -> Callable[..., Any]:
+  """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
+  the operators the .cu names first, and exactly as asked if that fails."""
   signature = inspect.signature(load_inline)
 
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
     fast = dict(bound.arguments)
     changes = []
+    op_dir = None
     cuda = fast.get("cuda_sources")
     if cuda:
       sources = [cuda] if isinstance(cuda, str) else list(cuda)
       light = [light_cuda_source(s) for s in sources]
       if any(x is not None for x in light):
-        fast["cuda_sources"] = [x if x is not None else s for x, s in zip(light, sources)]
+        sources = [x if x is not None else s for x, s in zip(light, sources)]
+        fast["cuda_sources"] = sources
         changes.append("light .cu header")
+      include_dir = torch_include_dir() if op_headers else None
+      if include_dir:
+        try:
+          op_dir = tempfile.mkdtemp(prefix="kz_op_headers_")  # TMPDIR: the candidate's directory
+          dropped = write_op_headers(op_dir, sources, include_dir)
+        except OSError as e:
+          log(f"operator headers not written ({e}); all operators included")
+          dropped = 0
+        if dropped:
+          fast["extra_cuda_cflags"] = ["-DAT_PER_OPERATOR_HEADERS", f"-I{op_dir}",
+                                       *(fast.get("extra_cuda_cflags") or [])]
+          changes.append(f"named operators only ({dropped} operator headers left out)")
     if pch_header:
       fast["extra_cflags"] = ["-include", pch_header, *(fast.get("extra_cflags") or [])]
       changes.append("precompiled header")
-    if not changes:
-      log("plain build (nothing to speed up)")
-      return load_inline(*args, **kwargs)
     try:
-      module = load_inline(**fast)
-      log(f"fast build ({', '.join(changes)})")
-      return module
-    except Exception as e:  # pylint: disable=broad-except
-      log(f"fast build ({', '.join(changes)}) failed ({type(e).__name__}); built as asked")
-      return load_inline(*args, **kwargs)
+      if not changes:
+        log("plain build (nothing to speed up)")
+        return load_inline(*args, **kwargs)
+      try:
+        module = load_inline(**fast)
+        log(f"fast build ({', '.join(changes)})")
+        return module
+      except Exception as e:  # pylint: disable=broad-except
+        log(f"fast build ({', '.join(changes)}) failed ({type(e).__name__}); built as asked")
+        return load_inline(*args, **kwargs)
+    finally:
+      if op_dir:
+        shutil.rmtree(op_dir, ignore_errors=True)
 
   return wrapper
 
