@@ -12,15 +12,14 @@ samples at temperature 0.7, in 8 micro-batches) judged by the GPU sandbox withou
 reward is correctness; the speed term needs timed candidates); the held-out pass rate again.
 
 Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from the tiny recipe's
-2000-module data; BENCHMARKS.md):
-  SFT       65 s to held-out loss 0.016
-  held-out  76 / 232 correct after SFT (pass@1 32.8%); 189 s with 8 judges at once (351 s with one)
-  RL        12 steps at lr 5e-5, the train step scoring tokens at temperature 1: about 29 s per
-            step (19 s of it judging); rollout accuracy swings 11-67% with the modules drawn
-  held-out  46 / 232 after RL (19.8%): RL made the policy worse on held-out op chains.
-Since then the learner scores tokens at the rollout temperature, and this config's RL learning
-rate is 1e-5 (5x lower, against Adam's lr-sized steps on tiny, noisy gradients); this setting
-has not been run yet.
+2000-module data; BENCHMARKS.md), this config:
+  SFT       63 s to held-out loss 0.015
+  held-out  58 / 232 correct after SFT (pass@1 25.0%); 179 s with 8 judges at once
+  RL        12 steps at lr 1e-5, tokens scored at the rollout temperature: 13-59 s per step;
+            62-100% of the groups tie (the SFT'd policy's entropy is under 0.01 nats/token)
+  held-out  59 / 232 after RL (25.4%): held, not raised.
+SFT is not bit-reproducible on the GPU: three runs gave 54, 76 and 58 of 232 after SFT. An
+earlier run at lr 5e-5, scoring tokens at temperature 1, went from 76 to 46 of 232.
 """
 
 from experiments.configs import warm_start_tiny
