@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -159,3 +160,65 @@ def test_the_update_trains_the_distribution_the_rollouts_were_sampled_from(tempe
 def test_greedy_rollouts_are_refused():
   with pytest.raises(ValueError, match="temperature must be > 0"):
     L.LearnerConfig(rollout=L.RolloutConfig(temperature=0.0))
+
+
+class ScriptedSpreadEnv(FirstTokenEnv):
+  """Prompts are numbered across calls; a prompt's group has a reward spread (its first sample
+  correct, the rest not) iff its number is in `untied`, else every sample is wrong (a tie)."""
+
+  def __init__(self, untied):
+    self.untied, self.made, self.score_calls = set(untied), 0, 0
+
+  def make_prompts(self, step, num_prompts, rng):
+    prompts = super().make_prompts(step, num_prompts, rng)
+    out = [dataclasses.replace(p, task_id=f"q{self.made + i}") for i, p in enumerate(prompts)]
+    self.made += num_prompts
+    return out
+
+  def score(self, step, prompts, completions):
+    self.score_calls += 1
+    first = {}
+    results = []
+    for c in completions:
+      n = int(prompts[c.prompt_index].task_id[1:])
+      correct = n in self.untied and c.prompt_index not in first
+      first.setdefault(c.prompt_index, True)
+      results.append({"correct": correct, "status": "correct" if correct else "incorrect",
+                      "speedup": None})
+    return results
+
+
+@pytest.mark.parametrize("max_rounds,rounds,batch,untied_in_batch", [
+    (1, 1, ["q0", "q1", "q2", "q3"], 1),          # off: the step's groups, as sampled
+    (2, 2, ["q0", "q1", "q4", "q6"], 3),          # capped: 3 untied groups, topped up with q0
+    (5, 3, ["q1", "q4", "q6", "q9"], 4),          # stops once 4 untied groups are in hand
+])
+def test_dynamic_sampling_fills_the_batch_with_untied_groups(tmp_path, max_rounds, rounds,
+                                                             batch, untied_in_batch):
+  env = ScriptedSpreadEnv(untied={1, 4, 6, 9, 10, 11})
+  config = dataclasses.replace(toy_config(1e-3, 1, dynamic_sampling_max_rounds=max_rounds),
+                               save_samples=True)
+  learner = L.Learner(config, Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), env, eos_ids=[],
+                      pad_id=0, progress=False)
+  metrics = learner.step(1, str(tmp_path))
+  assert env.score_calls == rounds and metrics["sampling_rounds"] == rounds
+  assert metrics["untied_groups_in_batch"] == untied_in_batch
+  sampled = 4 * rounds
+  assert metrics["tie_fraction"] == pytest.approx(
+      1 - sum(n in env.untied for n in range(sampled)) / sampled)
+  assert metrics["accuracy"] == pytest.approx(
+      sum(n in env.untied for n in range(sampled)) / (8 * sampled))
+  rows = [json.loads(line) for line in open(tmp_path / "samples" / "step_000001.jsonl")]
+  assert len(rows) == 8 * sampled  # every sample is kept, trained on or not
+  assert sorted({r["task_id"] for r in rows if r["in_batch"]}) == batch
+  assert sum(r["in_batch"] for r in rows) == 8 * 4
+  # The batch's untied groups carry their own group advantages.
+  for r in rows:
+    n = int(r["task_id"][1:])
+    assert (r["advantage"] != 0) == (n in env.untied)
+  assert metrics["skipped_update"] == 0.0 and metrics["update_norm"] > 0
+
+
+def test_dynamic_sampling_rounds_must_be_positive():
+  with pytest.raises(ValueError, match="dynamic_sampling_max_rounds"):
+    toy_config(1e-3, 1, dynamic_sampling_max_rounds=0)

@@ -18,7 +18,10 @@ One step:
   2. G samples per prompt from the JAX sampler, with the current parameters cast to the
      sampling dtype;
   3. results from the environment, rewards from the schedule named in the config, per group;
-  4. group advantages, optional dynamic filtering of groups whose rewards all tie;
+  4. group advantages; with `dynamic_sampling_max_rounds` > 1, more prompts are drawn, sampled
+     and scored (up to that many rounds) until the batch can be filled with groups whose
+     rewards do not all tie (DAPO's dynamic sampling); optional dynamic filtering of the tied
+     groups left in the batch;
   5. `updates_per_batch` optimizer steps of the jitted, donated train step over the rollout;
   6. metrics (JSONL + TensorBoard), the step's samples (workdir/samples/), an Orbax checkpoint.
 """
@@ -95,6 +98,10 @@ class LearnerConfig:
   advantage_eps: float = 1e-6
   tie_atol: float = 1e-6            # groups whose rewards spread <= this carry no signal
   dynamic_filtering: bool = False   # drop tied groups from the loss (and skip an all-tied step)
+  # Rollout rounds per step: after each, if fewer than prompts_per_step groups have a reward
+  # spread, another prompts_per_step prompts are sampled and scored. The batch takes the first
+  # prompts_per_step untied groups (topped up with tied ones). 1: one round, as sampled.
+  dynamic_sampling_max_rounds: int = 1
   mask_truncated: bool = False      # exclude completions that hit max_new_tokens from the loss
   updates_per_batch: int = 1        # optimizer steps per rollout batch (mini-batches, in order)
   num_micro_batches: int = 1        # gradient accumulation inside each optimizer step
@@ -126,6 +133,9 @@ class LearnerConfig:
       raise ValueError(f"prompts_per_step * group_size = {rows} must be a multiple of "
                        f"updates_per_batch * num_micro_batches = "
                        f"{self.updates_per_batch * self.num_micro_batches}")
+    if self.dynamic_sampling_max_rounds < 1:
+      raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got "
+                       f"{self.dynamic_sampling_max_rounds}")
     if self.old_logprobs not in ("recompute", "sampler"):
       raise ValueError(f"old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}")
     for name in ("compute_dtype", "sample_dtype"):
@@ -247,10 +257,13 @@ class Learner:
                    for i, toks, reason in zip(out.prompt_index, out.tokens, out.finish_reasons)]
     return completions, out.logprobs
 
-  def rollout(self, step: int) -> tuple[list[Prompt], list[Completion], list[list[float]]]:
+  def rollout(self, step: int, rng: Optional[np.random.Generator] = None
+              ) -> tuple[list[Prompt], list[Completion], list[list[float]]]:
+    """One round of prompts and their groups. The prompts and the sampling seed come from `rng`,
+    by default the step's own (seed, step) generator, so a resumed run redraws them exactly."""
     cfg = self.config
     r = cfg.rollout
-    rng = np.random.default_rng([cfg.seed, step])
+    rng = rng if rng is not None else np.random.default_rng([cfg.seed, step])
     prompts = self.env.make_prompts(step, r.prompts_per_step, rng)
     if len(prompts) != r.prompts_per_step:
       raise RuntimeError(f"the environment made {len(prompts)} prompts, expected "
@@ -262,30 +275,59 @@ class Learner:
   def step(self, step: int, workdir: Optional[str] = None) -> dict[str, Any]:
     cfg = self.config
     g = cfg.rollout.group_size
-    t0 = time.perf_counter()
-    prompts, completions, sampler_logprobs = self.rollout(step)
-    t1 = time.perf_counter()
-    results = self.env.score(step, prompts, completions)
-    if len(results) != len(completions):
-      raise RuntimeError(f"the environment scored {len(results)} of {len(completions)} "
-                         "completions")
+    num_groups = cfg.rollout.prompts_per_step
+    rng = np.random.default_rng([cfg.seed, step])
+    prompts: list[Prompt] = []
+    completions: list[Completion] = []
+    sampler_logprobs: list[list[float]] = []
+    results: list[dict] = []
+    group_rewards, infos = [], []
+    time_sample = time_score = 0.0
+    rounds = 0
+    while rounds < cfg.dynamic_sampling_max_rounds:
+      rounds += 1
+      t0 = time.perf_counter()
+      round_prompts, round_completions, round_logprobs = self.rollout(step, rng)
+      t1 = time.perf_counter()
+      round_results = self.env.score(step, round_prompts, round_completions)
+      if len(round_results) != len(round_completions):
+        raise RuntimeError(f"the environment scored {len(round_results)} of "
+                           f"{len(round_completions)} completions")
+      time_sample += t1 - t0
+      time_score += time.perf_counter() - t1
+      offset = len(prompts)
+      prompts += round_prompts
+      completions += [dataclasses.replace(c, prompt_index=c.prompt_index + offset)
+                      for c in round_completions]
+      sampler_logprobs += list(round_logprobs)
+      results += round_results
+      for i in range(len(round_prompts)):
+        rewards_G, info = rewards_lib.compute_group_rewards(
+            cfg.reward_schedule, round_results[i * g:(i + 1) * g], cfg.reward)
+        group_rewards.append(rewards_G)
+        infos.append(info)
+      tied = np.asarray(adv_lib.tied_groups(np.asarray(group_rewards, np.float32), cfg.tie_atol))
+      if (~tied).sum() >= num_groups:
+        break
     t2 = time.perf_counter()
 
-    rewards_PxG = np.zeros((len(prompts), g), np.float32)
-    infos = []
-    for i in range(len(prompts)):
-      group = results[i * g:(i + 1) * g]
-      group_rewards, info = rewards_lib.compute_group_rewards(cfg.reward_schedule, group,
-                                                              cfg.reward)
-      rewards_PxG[i] = group_rewards
-      infos.append(info)
+    rewards_PxG = np.asarray(group_rewards, np.float32)  # every group sampled this step
     adv_PxG = np.asarray(adv_lib.compute_advantages(rewards_PxG, cfg.advantage_estimator,
                                                     cfg.advantage_eps))
     tied_P = np.asarray(adv_lib.tied_groups(rewards_PxG, cfg.tie_atol))
-    keep_P = ~tied_P if cfg.dynamic_filtering else np.ones_like(tied_P)
+    # The batch: the first num_groups untied groups, topped up with the first tied ones, in
+    # sampling order (one round: every group, as sampled).
+    order = [i for i in range(len(prompts)) if not tied_P[i]] + \
+        [i for i in range(len(prompts)) if tied_P[i]]
+    batch_P = np.asarray(sorted(order[:num_groups]))
+    batch_tied_P = tied_P[batch_P]
+    keep_P = ~batch_tied_P if cfg.dynamic_filtering else np.ones_like(batch_tied_P)
     keep_B = np.repeat(keep_P, g)
-    batch = build_train_batch(prompts, completions, sampler_logprobs, adv_PxG.reshape(-1),
-                              keep_B, self.pad_id, cfg.min_sequence_bucket)
+    rows_B = (batch_P[:, None] * g + np.arange(g)[None, :]).reshape(-1)
+    batch = build_train_batch(prompts, [completions[i] for i in rows_B],
+                              [sampler_logprobs[i] for i in rows_B],
+                              adv_PxG.reshape(-1)[rows_B], keep_B, self.pad_id,
+                              cfg.min_sequence_bucket)
     if not cfg.mask_truncated:
       batch.pop("truncated_B")
     if cfg.old_logprobs == "recompute":
@@ -295,7 +337,7 @@ class Learner:
 
     train_metrics: list[dict] = []
     if keep_P.any():
-      n = len(completions) // cfg.updates_per_batch
+      n = len(rows_B) // cfg.updates_per_batch
       for u in range(cfg.updates_per_batch):
         mini = {k: v[u * n:(u + 1) * n] for k, v in batch.items()}
         self.state, m = self._train_step(self.state, mini)
@@ -316,32 +358,37 @@ class Learner:
         mean_speed_term=summary["mean_speed_term"], reward_mean=float(rewards_PxG.mean()),
         reward_std=float(rewards_PxG.std()), tie_fraction=float(tied_P.mean()),
         kept_group_fraction=float(keep_P.mean()), skipped_update=float(not keep_P.any()),
+        sampling_rounds=rounds, untied_groups_in_batch=int((~batch_tied_P).sum()),
         completion_length_mean=float(np.mean(lengths)),
         truncated_fraction=float(np.mean([c.finish_reason == FINISH_LENGTH
                                           for c in completions])),
-        time_sample_s=t1 - t0, time_score_s=t2 - t1, time_train_s=t3 - t2,
-        sample_tokens_per_s=float(sum(lengths)) / max(t1 - t0, 1e-9))
+        time_sample_s=time_sample, time_score_s=time_score, time_train_s=t3 - t2,
+        sample_tokens_per_s=float(sum(lengths)) / max(time_sample, 1e-9))
     metrics.update(_flatten("count_by_status", summary["count_by_status"]))
     metrics.update(_flatten("reward_mean_by_status", summary["reward_mean_by_status"]))
     env_metrics = getattr(self.env, "step_metrics", None)
     if env_metrics is not None:
       metrics.update(_flatten("env", env_metrics(step)))
     if workdir is not None and cfg.save_samples:
+      in_batch_B = np.zeros(len(completions), bool)
+      in_batch_B[rows_B] = True
       self._save_samples(workdir, step, prompts, completions, results, rewards_PxG.reshape(-1),
-                         adv_PxG.reshape(-1))
+                         adv_PxG.reshape(-1), in_batch_B)
     return metrics
 
-  def _save_samples(self, workdir, step, prompts, completions, results, rewards_B, adv_B):
-    """workdir/samples/step_NNNNNN.jsonl, written atomically (a rerun of the step replaces it)."""
+  def _save_samples(self, workdir, step, prompts, completions, results, rewards_B, adv_B,
+                    in_batch_B):
+    """workdir/samples/step_NNNNNN.jsonl, every sample of the step (`in_batch`: whether the
+    update trained on it), written atomically (a rerun of the step replaces it)."""
     directory = os.path.join(workdir, "samples")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"step_{step:06d}.jsonl")
     with open(path + ".tmp", "w") as f:
-      for c, res, rew, a in zip(completions, results, rewards_B, adv_B):
+      for c, res, rew, a, in_batch in zip(completions, results, rewards_B, adv_B, in_batch_B):
         f.write(json.dumps({"step": step, "task_id": prompts[c.prompt_index].task_id,
                             "completion": c.text, "finish_reason": c.finish_reason,
                             "reward": float(rew), "advantage": float(a),
-                            "result": res}, default=str) + "\n")
+                            "in_batch": bool(in_batch), "result": res}, default=str) + "\n")
     os.replace(path + ".tmp", path)
 
   # --- the loop ----------------------------------------------------------------------------
