@@ -10,6 +10,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import glob
+import hashlib
 import json
 import logging
 import os
@@ -292,16 +293,19 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
 
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0,
-                       launcher: SubprocessLauncher | ZygoteLauncher | None = None) -> V.Verdict:
+                       launcher: SubprocessLauncher | ZygoteLauncher | None = None,
+                       reference_facts: dict | None = None) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
-  on it."""
+  on it. `reference_facts` are an earlier verdict's `reference_facts` for this reference, config
+  and GPU (the judge then does not measure them again)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
-         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index}
+         "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
+         "reference_facts": reference_facts or {}}
   verdict, why, timed_out = _run_judge(job, config, launcher)
   if verdict is not None:
     return V.Verdict.from_dict(verdict)
@@ -355,6 +359,16 @@ class SandboxPool:
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
     self._pch_build: subprocess.Popen | None = None
+    # reference_key -> the facts judges measured about that reference (SandboxConfig.
+    # reuse_reference); kept for the pool's lifetime, so later batches reuse them too.
+    self._reference_facts: dict[str, dict] = {}
+    self._facts_lock = threading.Lock()
+
+  def reference_key(self, reference_source: str, gpu_index: int) -> str:
+    """What a reference's facts depend on: its source, the judging config, the GPU."""
+    blob = json.dumps([reference_source, self.config.to_dict(), gpu_index], sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
   def _start_pch_build(self, jobs: Sequence[Job]) -> None:
     """With the first CUDA candidate, builds the precompiled header for CUDA builds in the
@@ -424,8 +438,17 @@ class SandboxPool:
 
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
+      gpu = self.gpu_indices[i % len(self.gpu_indices)]
+      key = self.reference_key(j.reference_source, gpu) if self.config.reuse_reference else None
+      with self._facts_lock:
+        known = dict(self._reference_facts.get(key, {})) if key else {}
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
-                                   self.gpu_indices[i % len(self.gpu_indices)], self.launcher)
+                                   gpu, self.launcher, reference_facts=known)
+      if key and verdict.reference_facts:
+        with self._facts_lock:  # the first measurement of each fact stays
+          facts = self._reference_facts.setdefault(key, {})
+          for name, value in verdict.reference_facts.items():
+            facts.setdefault(name, value)
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)

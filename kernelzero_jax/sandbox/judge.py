@@ -216,6 +216,8 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
+    # Facts about the reference that an earlier judge of the same reference and config measured.
+    self.known = dict(job.get("reference_facts") or {}) if self.cfg.reuse_reference else {}
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
   # -- entry ---------------------------------------------------------------------------------
@@ -341,7 +343,12 @@ class Judge:
     seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
     if cfg.check_degenerate:
       v.stage = "reference_checks"
-      self._reference_checks(seeds[:2])
+      if "degenerate" in self.known:
+        v.degenerate = list(self.known["degenerate"])
+        v.evidence.setdefault("reference_reused", []).append("degenerate")
+      else:
+        self._reference_checks(seeds[:2])
+      v.reference_facts["degenerate"] = list(v.degenerate)
     v.stage = "init"
     self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
                                      cfg.correctness_timeout_s, "init"), "init")
@@ -475,17 +482,25 @@ class Judge:
     timer = timing.Timer(self.device)
     seeds = [base + 10_007 + i for i in range(cfg.warmup + cfg.max_trials)]
     make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
-    ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup, cfg.timing_target_s,
-                              cfg.min_trials)
-    v.reference_ms = ref["median_ms"]
-    if cfg.compare_torch_compile:
-      try:
-        compiled = torch.compile(self.ref_model)
-        comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup, cfg.timing_target_s,
-                                   cfg.min_trials)
-        v.compile_ms = comp["median_ms"]
-      except Exception as e:  # pylint: disable=broad-except
-        v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])
+    if "reference_ms" in self.known:
+      v.reference_ms = self.known["reference_ms"]
+      v.compile_ms = self.known.get("compile_ms")
+      ref = {"trials": self.known.get("reference_trials")}
+      v.evidence.setdefault("reference_reused", []).append("timing")
+    else:
+      ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
+                                cfg.timing_target_s, cfg.min_trials)
+      v.reference_ms = ref["median_ms"]
+      if cfg.compare_torch_compile:
+        try:
+          compiled = torch.compile(self.ref_model)
+          comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup,
+                                     cfg.timing_target_s, cfg.min_trials)
+          v.compile_ms = comp["median_ms"]
+        except Exception as e:  # pylint: disable=broad-except
+          v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])
+    v.reference_facts.update(reference_ms=v.reference_ms, compile_ms=v.compile_ms,
+                             reference_trials=ref["trials"])
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
     reply = self._expect(self.worker.request(

@@ -30,7 +30,11 @@ class Verdict:
 
   `stage` names where evaluation ended (static, build, init, correctness, timing, post_check, done).
   `reference_error` is true when the *reference* (not the candidate) failed, so callers can tell a
-  broken task from a broken kernel.
+  broken task from a broken kernel. `reference_facts` is what this judgement measured about the
+  reference alone (`degenerate` once its checks ran; `reference_ms`, `compile_ms` and
+  `reference_trials` once it was timed), which a pool reuses for later candidates of the same
+  reference and config (SandboxConfig.reuse_reference; reused facts are named in
+  `evidence["reference_reused"]`).
   """
 
   status: str
@@ -51,6 +55,7 @@ class Verdict:
   max_rel_error: float | None = None
   reference_error: bool = False
   evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+  reference_facts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if self.status not in STATUSES:

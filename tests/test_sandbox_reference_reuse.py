@@ -1,0 +1,64 @@
+"""A pool measures a reference's own facts once (sandbox/evaluate.py, SandboxConfig.reuse_reference).
+
+On the CPU that is the degenerate-reference checks (timing runs only on a GPU, where the same
+path carries the reference's timing). Real judges, Triton interpreter, one judge at a time so the
+order of measurement is fixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from test_sandbox_faults import CONFIG, _read
+from kernelzero_jax.sandbox import Job, SandboxPool
+
+JOBS = [("faults/constant_kernel", "near_zero"), ("honest/scaled_relu", "scaled_relu"),
+        ("faults/constant_kernel", "near_zero"), ("honest/scaled_relu", "scaled_relu")]
+
+
+def _judge(config):
+  jobs = [Job(_read(f"references/{ref}"), _read(cand), "triton", f"{i}")
+          for i, (cand, ref) in enumerate(JOBS)]
+  with SandboxPool(config, max_parallel=1, launcher="subprocess") as pool:
+    return pool.evaluate(jobs)
+
+
+@pytest.fixture(scope="module")
+def reused():
+  return _judge(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def measured():
+  return _judge(dataclasses.replace(CONFIG, reuse_reference=False))
+
+
+def test_a_reference_is_checked_once_and_its_flags_reach_every_later_candidate(reused):
+  first_near_zero, first_relu, again_near_zero, again_relu = reused
+  for v in (first_near_zero, first_relu):
+    assert "reference_reused" not in v.evidence
+  for v in (again_near_zero, again_relu):
+    assert v.evidence["reference_reused"] == ["degenerate"]
+  assert first_near_zero.degenerate == again_near_zero.degenerate == ["constant_output_passes"]
+  assert first_relu.degenerate == again_relu.degenerate == []
+  assert first_near_zero.reference_facts == {"degenerate": ["constant_output_passes"]}
+
+
+def test_reused_facts_give_the_verdicts_measuring_gives(reused, measured):
+  for a, b in zip(reused, measured):
+    assert (a.status, a.degenerate, a.correct) == (b.status, b.degenerate, b.correct)
+  assert all("reference_reused" not in v.evidence for v in measured)
+  assert [v.status for v in reused] == ["correct", "correct", "correct", "correct"]
+
+
+def test_facts_are_keyed_by_reference_config_and_gpu():
+  pool = SandboxPool(CONFIG, max_parallel=1, launcher="subprocess")
+  other = SandboxPool(dataclasses.replace(CONFIG, num_correct_trials=2), max_parallel=1,
+                      launcher="subprocess")
+  key = pool.reference_key("class Model: ...", 0)
+  assert key == pool.reference_key("class Model: ...", 0)
+  assert key != pool.reference_key("class Model: pass", 0)
+  assert key != pool.reference_key("class Model: ...", 1)
+  assert key != other.reference_key("class Model: ...", 0)
