@@ -62,3 +62,47 @@ def test_facts_are_keyed_by_reference_config_and_gpu():
   assert key != pool.reference_key("class Model: pass", 0)
   assert key != pool.reference_key("class Model: ...", 1)
   assert key != other.reference_key("class Model: ...", 0)
+
+
+class _TimingWorker:
+  """Answers the judge's timing request as a worker would (no audits asked for)."""
+
+  def request(self, msg, timeout_s, stage):
+    del timeout_s, stage
+    assert msg["cmd"] == "time" and msg["audit_positions"] == []
+    return {"ok": True, "median_ms": 1.0, "trials": 12, "audits": []}
+
+
+@pytest.mark.parametrize("known", [{}, {"reference_ms": 4.0, "compile_ms": None,
+                                        "reference_trials": 7}])
+def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, known):
+  """The judge's timing stage with the GPU timer replaced: a known reference time is reused
+  (and named), an unknown one is measured and reported as a fact."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import problem, timing  # pylint: disable=import-outside-toplevel
+  measured = []
+  monkeypatch.setattr(timing, "Timer", lambda device: None)
+  monkeypatch.setattr(timing, "time_forward",
+                      lambda *a, **k: measured.append(1) or {"median_ms": 2.0, "trials": 10})
+  config = dataclasses.replace(CONFIG, num_audits=0)
+  judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
+                           "reference_facts": known})
+  shutil.rmtree(judge.workdir, ignore_errors=True)
+  judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
+  judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
+  judge.ref_model = None  # never called: time_forward is replaced
+  judge.worker = _TimingWorker()
+  judge._timing(0)  # pylint: disable=protected-access
+  v = judge.verdict
+  assert v.candidate_ms == 1.0
+  if known:
+    assert measured == [] and v.reference_ms == 4.0
+    assert v.evidence["reference_reused"] == ["timing"]
+    assert v.evidence["timing_trials"] == {"reference": 7, "candidate": 12}
+  else:
+    assert measured == [1] and v.reference_ms == 2.0
+    assert "reference_reused" not in v.evidence
+  assert v.reference_facts == {"reference_ms": v.reference_ms, "compile_ms": None,
+                               "reference_trials": 7 if known else 10}
