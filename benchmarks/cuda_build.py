@@ -100,6 +100,7 @@ def main(argv):
                "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
         rows.append(row)
         print(json.dumps(row), flush=True)
+        _write(rows)  # after every build: a run stopped at its time limit keeps what finished
   print()
   plain = [r["seconds"] for r in rows if r["mode"] == "plain" and r["ok"]]
   for mode in _MODES.value:
@@ -108,9 +109,14 @@ def main(argv):
       ratio = (f", {statistics.median(plain) / statistics.median(times):.1f}x faster than plain"
                if plain and mode != "plain" else "")
       print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}")
+  _write(rows)
+
+
+def _write(rows: list[dict]) -> None:
   if _OUT.value:
-    with open(_OUT.value, "w", encoding="utf-8") as f:
+    with open(_OUT.value + ".tmp", "w", encoding="utf-8") as f:
       json.dump(rows, f, indent=1)
+    os.replace(_OUT.value + ".tmp", _OUT.value)
 
 
 if __name__ == "__main__":

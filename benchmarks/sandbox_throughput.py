@@ -145,8 +145,11 @@ def run() -> dict:
       print(f"{r['name'][:58]:58s} {r['status']:14s} {cells}")
     for backend, med in by_backend.items():
       print(f"median {backend}: " + ", ".join(f"{k} {v}" for k, v in med.items()))
+    _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
+                        "complete": False}, "results": results})  # kept if a later path is stopped
 
-  summary = {"device": device, "timing": base.timing, "num_candidates": len(jobs)}
+  summary = {"device": device, "timing": base.timing, "num_candidates": len(jobs),
+             "complete": True}
   names = list(results)
   if len(names) == 2:
     a, b = (results[n]["rows"] for n in names)
@@ -170,10 +173,15 @@ def run() -> dict:
       print("  differs:", json.dumps(d)[:400])
   for n in names:
     summary[n] = {k: v for k, v in results[n].items() if k != "rows"}
-  with open(_OUT.value, "w") as f:
-    json.dump({"summary": summary, "results": results}, f, indent=1, default=str)
+  _write({"summary": summary, "results": results})
   print(json.dumps({k: v for k, v in summary.items() if k != "differences"}))
   return summary
+
+
+def _write(payload: dict) -> None:
+  with open(_OUT.value + ".tmp", "w") as f:
+    json.dump(payload, f, indent=1, default=str)
+  os.replace(_OUT.value + ".tmp", _OUT.value)
 
 
 def main(argv):
