@@ -82,8 +82,8 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import problem, timing  # pylint: disable=import-outside-toplevel
-  measured = []
-  monkeypatch.setattr(timing, "Timer", lambda device: None)
+  measured, timers = [], []
+  monkeypatch.setattr(timing, "Timer", timers.append)
   monkeypatch.setattr(timing, "time_forward",
                       lambda *a, **k: measured.append(1) or {"median_ms": 2.0, "trials": 10})
   config = dataclasses.replace(CONFIG, num_audits=0)
@@ -98,11 +98,11 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   v = judge.verdict
   assert v.candidate_ms == 1.0
   if known:
-    assert measured == [] and v.reference_ms == 4.0
+    assert measured == [] and timers == [] and v.reference_ms == 4.0
     assert v.evidence["reference_reused"] == ["timing"]
     assert v.evidence["timing_trials"] == {"reference": 7, "candidate": 12}
   else:
-    assert measured == [1] and v.reference_ms == 2.0
+    assert measured == [1] and len(timers) == 1 and v.reference_ms == 2.0
     assert "reference_reused" not in v.evidence
   assert v.reference_facts == {"reference_ms": v.reference_ms, "compile_ms": None,
                                "reference_trials": 7 if known else 10}
