@@ -307,15 +307,14 @@ class Learner:
             cfg.reward_schedule, round_results[i * g:(i + 1) * g], cfg.reward)
         group_rewards.append(rewards_G)
         infos.append(info)
-      tied = np.asarray(adv_lib.tied_groups(np.asarray(group_rewards, np.float32), cfg.tie_atol))
-      if (~tied).sum() >= num_groups:
+      rewards_PxG = np.asarray(group_rewards, np.float32)  # every group sampled so far
+      tied_P = np.asarray(adv_lib.tied_groups(rewards_PxG, cfg.tie_atol))
+      if (~tied_P).sum() >= num_groups:
         break
     t2 = time.perf_counter()
 
-    rewards_PxG = np.asarray(group_rewards, np.float32)  # every group sampled this step
     adv_PxG = np.asarray(adv_lib.compute_advantages(rewards_PxG, cfg.advantage_estimator,
                                                     cfg.advantage_eps))
-    tied_P = np.asarray(adv_lib.tied_groups(rewards_PxG, cfg.tie_atol))
     # The batch: the first num_groups untied groups, topped up with the first tied ones, in
     # sampling order (one round: every group, as sampled).
     order = [i for i in range(len(prompts)) if not tied_P[i]] + \
