@@ -44,7 +44,7 @@ def main(argv):
   from kernelzero_jax.proposer.prompts import proposer_messages, read_proposal
   from kernelzero_jax.sampling import Sampler
   from kernelzero_jax.sandbox import SandboxConfig, SandboxPool
-  from kernelzero_jax.tokenizer import eos_token_ids
+  from kernelzero_jax.tokenizer import eos_token_ids, pad_token_id
   model, tokenizer = load_policy(PolicyConfig(model_dir=_MODEL_DIR.value, preset=_PRESET.value,
                                               tokenizer_dir=_TOKENIZER.value,
                                               init_from=_RUN.value))
@@ -60,8 +60,7 @@ def main(argv):
     rng = np.random.default_rng(_SEED.value)
     sets = [sampler.sample(rng, int(rng.choice([2, 3]))) for _ in range(_SETS.value)]
   eos = eos_token_ids(tokenizer, model.config)
-  pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
-  out = Sampler(model, eos_ids=eos, pad_id=pad).sample(
+  out = Sampler(model, eos_ids=eos, pad_id=pad_token_id(tokenizer, eos)).sample(
       [encode_prompt(tokenizer, proposer_messages(a)) for a in sets], _MAX_TOKENS.value,
       seed=_SEED.value, temperature=_TEMPERATURE.value, num_samples=_SAMPLES.value)
   counts: collections.Counter = collections.Counter()

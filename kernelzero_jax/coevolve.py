@@ -230,7 +230,8 @@ class Coevolution:
   def __init__(self, config: CoevolveConfig, workdir: str, cooccurrence: Cooccurrence,
                seed_sources: Sequence[str], progress: bool = True):
     """`cooccurrence` weights the API sets; `seed_sources` start the pool of a fresh run."""
-    from kernelzero_jax.tokenizer import eos_token_ids  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from kernelzero_jax.tokenizer import eos_token_ids, pad_token_id
     self.config = config
     self.workdir = workdir
     self.seed_sources = list(seed_sources)
@@ -245,9 +246,8 @@ class Coevolution:
 
     def learner(lcfg, model, tokenizer, env):
       eos = eos_token_ids(tokenizer, model.config)
-      pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
-      return Learner(lcfg, model, env, eos_ids=eos, pad_id=pad, progress=False, mesh=mesh,
-                     sharding=config.sharding)
+      return Learner(lcfg, model, env, eos_ids=eos, pad_id=pad_token_id(tokenizer, eos),
+                     progress=False, mesh=mesh, sharding=config.sharding)
 
     self.coder = learner(config.coder, coder_model, self.coder_tokenizer, self.coder_env)
     sampler = ApiSetSampler(cooccurrence, apis=list(config.apis) or None,

@@ -60,6 +60,13 @@ def eos_token_ids(tokenizer, config: Any = None) -> list[int]:
   return sorted(ids)
 
 
+def pad_token_id(tokenizer, eos_ids: Sequence[int]) -> int:
+  """The id that pads sampled rows: the tokenizer's pad token, else the first eos id, else 0."""
+  if tokenizer.pad_token_id is not None:
+    return tokenizer.pad_token_id
+  return eos_ids[0] if eos_ids else 0
+
+
 def render_chat(tokenizer, messages: Sequence[Mapping[str, str]],
                 add_generation_prompt: bool = True) -> str:
   """The prompt text the tokenizer's chat template makes of `messages`."""

@@ -94,6 +94,17 @@ def test_eos_token_ids(tiny):
   assert tok_lib.eos_token_ids(tiny, {"eos_token_id": None}) == [im_end]
 
 
+def test_pad_token_id_falls_back_to_eos_then_zero():
+  class Tok:  # only what pad_token_id reads
+    def __init__(self, pad):
+      self.pad_token_id = pad
+
+  assert tok_lib.pad_token_id(Tok(7), [3, 5]) == 7
+  assert tok_lib.pad_token_id(Tok(0), [3]) == 0
+  assert tok_lib.pad_token_id(Tok(None), [3, 5]) == 3
+  assert tok_lib.pad_token_id(Tok(None), []) == 0
+
+
 def test_load_saved_tokenizer(tiny, tmp_path):
   tiny.save_pretrained(str(tmp_path))
   loaded = tok_lib.load_tokenizer(str(tmp_path))

@@ -41,7 +41,8 @@ class CoderRunConfig:
 
 
 def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
-  from kernelzero_jax.tokenizer import eos_token_ids  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.tokenizer import eos_token_ids, pad_token_id
   tasks, problems = load_modules(config.modules or DEFAULT_MODULES)
   for p in problems:
     logging.warning("skipping a training module: %s", p)
@@ -52,7 +53,7 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
   env = CoderEnvironment(tasks, tokenizer, config.backend, config.sandbox,
                          max_parallel=config.max_parallel or None, prompt_style=config.prompt_style)
   eos = eos_token_ids(tokenizer, model.config)
-  pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
+  pad_id = pad_token_id(tokenizer, eos)
   mesh = config.sharding.make_mesh() if config.use_mesh else None
   return Learner(config.learner, model, env, eos_ids=eos, pad_id=pad_id, progress=progress,
                  mesh=mesh, sharding=config.sharding)

@@ -115,15 +115,15 @@ def generate_samples(config: EvalConfig, tasks: Sequence[Task], out_dir: str) ->
   # pylint: disable=import-outside-toplevel
   from kernelzero_jax.policy import PolicyConfig, load_policy
   from kernelzero_jax.sampling import Sampler
-  from kernelzero_jax.tokenizer import eos_token_ids
+  from kernelzero_jax.tokenizer import eos_token_ids, pad_token_id
   if not _missing(config, tasks, out_dir):
     return
   policy = PolicyConfig(model_dir=config.model_dir, preset=config.preset,
                         tokenizer_dir=config.tokenizer_dir, init_from=config.policy_checkpoint)
   model, tokenizer = load_policy(policy, "bfloat16" if config.model_dir else "float32")
   eos = eos_token_ids(tokenizer, model.config)
-  pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
-  write_policy_samples(config, tasks, out_dir, Sampler(model, eos_ids=eos, pad_id=pad_id),
+  write_policy_samples(config, tasks, out_dir,
+                       Sampler(model, eos_ids=eos, pad_id=pad_token_id(tokenizer, eos)),
                        tokenizer)
 
 

@@ -91,7 +91,7 @@ def generate(*, model_dir: str | None = None, prompt: str | None = None,
              tokenizer_dir: str | None = None) -> dict[str, Any]:
   """Runs one generation request; returns the JSON-ready result."""
   # pylint: disable-next=import-outside-toplevel
-  from kernelzero_jax.tokenizer import apply_chat_template, eos_token_ids
+  from kernelzero_jax.tokenizer import apply_chat_template, eos_token_ids, pad_token_id
   texts, id_prompts = read_prompts(prompt, prompt_file, prompt_token_ids)
   if chat and id_prompts:
     raise UsageError("--chat needs text prompts, not --prompt_token_ids")
@@ -104,8 +104,7 @@ def generate(*, model_dir: str | None = None, prompt: str | None = None,
     else:
       id_prompts = [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
   eos = eos_token_ids(tokenizer, model.config)
-  pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or [0])[0]
-  sampler = Sampler(model, eos_ids=eos, pad_id=pad_id)
+  sampler = Sampler(model, eos_ids=eos, pad_id=pad_token_id(tokenizer, eos))
   out = sampler.sample(id_prompts, max_new_tokens, seed=seed, temperature=temperature,
                        top_p=top_p, top_k=top_k, num_samples=num_samples, ignore_eos=ignore_eos)
   samples = []
