@@ -45,8 +45,7 @@ from kernelzero_jax.proposer.api_sets import (ApiSetSampler, Cooccurrence, mine_
 from kernelzero_jax.proposer.environment import ProposalSettings, ProposerEnvironment
 from kernelzero_jax.proposer.frontier import FrontierConfig, ModulePool, normalized_source_hash
 from kernelzero_jax.rl.checkpointing import Checkpointer
-from kernelzero_jax.rl.learner import (Completion, Learner, LearnerConfig, Prompt,
-                                       RolloutConfig)
+from kernelzero_jax.rl.learner import Completion, Learner, LearnerConfig, Prompt
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.tasks.kernelbench import TaskError
 
