@@ -3,10 +3,16 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD: judges forked from the warm server (`zygote`) or started as fresh
-interpreters (`subprocess`), and CUDA extensions built with the precompiled header and the light
-.cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them (`plain`). With a
-fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
+A path is LAUNCHER:BUILD[:REFERENCE]: judges forked from the warm server (`zygote`) or started
+as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header and the
+light .cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them (`plain`); and
+the reference's checks and timing measured once per pool and handed to later judges of the same
+reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
+(`measure`). With a fast CUDA path, the precompiled header is built first (once per machine; its
+time is printed). To time reference reuse on RL-like groups, repeat the teacher's candidates:
+
+    python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
+        --extras=false --paths=zygote:fast:reuse,zygote:fast:measure
 
 The batch: the rule-based teacher's candidate for every KernelBench level-1/2 problem it
 understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
@@ -38,8 +44,9 @@ _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1
 _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
-                           "LAUNCHER:BUILD paths to compare (launchers: zygote, subprocess; "
-                           "builds: fast, plain).")
+                           "LAUNCHER:BUILD[:REFERENCE] paths to compare (launchers: zygote, "
+                           "subprocess; builds: fast, plain; references: reuse (default), "
+                           "measure).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
 _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
                                     "per backend (0: all it understands).")
@@ -98,6 +105,17 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
   return jobs, meta
 
 
+def parse_path(path: str) -> tuple[str, str, bool, bool]:
+  """'LAUNCHER:BUILD[:REFERENCE]' -> (path, launcher, fast build?, reuse the reference?)."""
+  launcher, build, reference, *rest = path.split(":") + ["", ""]
+  if (launcher not in LAUNCHERS or build not in ("fast", "plain")
+      or reference not in ("", "reuse", "measure") or any(rest)):
+    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE] with a launcher "
+                         f"of {LAUNCHERS}, a build of fast, plain and a reference of reuse, "
+                         "measure")
+  return path, launcher, build == "fast", reference != "measure"
+
+
 def _median(values: list[float]) -> float | None:
   return round(statistics.median(values), 3) if values else None
 
@@ -106,22 +124,18 @@ def run() -> dict:
   jobs, meta = make_batch(_KB.value, _BACKENDS.value, _COPIES.value, _MAX_TEACHER.value)
   device = _DEVICE.value
   base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda")
-  paths = []
-  for path in _PATHS.value:
-    launcher, _, build = path.partition(":")
-    if launcher not in LAUNCHERS or build not in ("fast", "plain"):
-      raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD with a launcher of "
-                           f"{LAUNCHERS} and a build of fast, plain")
-    paths.append((path, launcher, build == "fast"))
-  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for *_, fast in paths):
+  paths = [parse_path(path) for path in _PATHS.value]
+  if len({name for name, *_ in paths}) != len(paths):
+    raise app.UsageError(f"--paths: {_PATHS.value} names a path twice")
+  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for _, _, fast, _ in paths):
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
           "(built once per machine)")
   results = {}
-  for name, launcher, fast in paths:
-    config = dataclasses.replace(base, fast_build=fast)
+  for name, launcher, fast, reuse in paths:
+    config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       verdicts = pool.evaluate(jobs, progress=True)
@@ -133,11 +147,12 @@ def run() -> dict:
       by_backend[backend] = {
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
+    reused = sum(bool((r.get("evidence") or {}).get("reference_reused")) for r in rows)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
-                         "per_minute": round(60 * len(rows) / wall, 1),
-                         "medians": by_backend, "rows": rows}
+                     "per_minute": round(60 * len(rows) / wall, 1),
+                     "reference_reused": reused, "medians": by_backend, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
-          f"({results[name]['per_minute']} per minute)")
+          f"({results[name]['per_minute']} per minute; {reused} reused a measured reference)")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]

@@ -106,3 +106,15 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
     assert "reference_reused" not in v.evidence
   assert v.reference_facts == {"reference_ms": v.reference_ms, "compile_ms": None,
                                "reference_trials": 7 if known else 10}
+
+
+def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
+  from absl import app  # pylint: disable=import-outside-toplevel
+  from benchmarks.sandbox_throughput import parse_path  # pylint: disable=import-outside-toplevel
+  assert parse_path("zygote:fast") == ("zygote:fast", "zygote", True, True)
+  assert parse_path("zygote:fast:measure") == ("zygote:fast:measure", "zygote", True, False)
+  assert parse_path("subprocess:plain:reuse") == ("subprocess:plain:reuse", "subprocess", False,
+                                                  True)
+  for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast"):
+    with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
+      parse_path(bad)
