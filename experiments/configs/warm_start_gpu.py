@@ -18,8 +18,10 @@ Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from th
   RL        12 steps at lr 1e-5, tokens scored at the rollout temperature: 13-59 s per step;
             62-100% of the groups tie (the SFT'd policy's entropy is under 0.01 nats/token)
   held-out  59 / 232 after RL (25.4%): held, not raised.
-SFT is not bit-reproducible on the GPU: three runs gave 54, 76 and 58 of 232 after SFT. An
-earlier run at lr 5e-5, scoring tokens at temperature 1, went from 76 to 46 of 232.
+SFT is not bit-reproducible on the GPU: four runs gave 54, 76, 58 and 74 of 232 after SFT. An
+earlier run at lr 5e-5, scoring tokens at temperature 1, went from 76 to 46 of 232; one with
+--config.learner.dynamic_sampling_max_rounds=4 --config.learner.rollout.temperature=1.0
+--config.learner.optimizer.learning_rate=3e-5 (every batch 8 untied groups) from 74 to 61.
 """
 
 from experiments.configs import warm_start_tiny
