@@ -18,9 +18,9 @@ The batch: the rule-based teacher's candidate for every KernelBench level-1/2 pr
 understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
 cheating candidates of benchmarks/candidates/ for the chosen backends. Each path judges the whole
 batch with the same SandboxPool settings (GPU work serialised per GPU, as in training). Prints
-per-candidate stage times (queue, build, correctness, timing, total), the medians and the
-throughput of each path, their ratio, and every candidate whose verdict differs (status, stage
-or correctness); writes all verdicts as JSON. (The H200 results of 2026-11-30 compared the
+per-candidate stage times (queue, build, waiting for the GPU, correctness, timing, total), the
+medians and the throughput of each path, their ratio, and every candidate whose verdict differs
+(status, stage or correctness); writes all verdicts as JSON. (The H200 results of 2026-11-30 compared the
 launchers alone, before builds had a fast path: --paths=zygote:plain,subprocess:plain.)
 """
 
@@ -53,10 +53,13 @@ _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher
 _EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest kernels and cheats.")
 _PARALLEL = flags.DEFINE_integer("max_parallel", 16, "Concurrent judges.")
 _TIMING = flags.DEFINE_bool("timing", True, "Time candidates (as the speed reward needs).")
+_GPU_CONCURRENCY = flags.DEFINE_integer(
+    "gpu_concurrency", 1, "Judges that check correctness on the GPU at once (timing always has "
+    "it alone): SandboxConfig.gpu_concurrency.")
 _DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
 _OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
 
-STAGES = ("queue", "build", "correctness", "timing", "total")
+STAGES = ("queue", "build", "gpu_wait", "correctness", "timing", "total")
 
 
 def _header(source: str, key: str) -> str | None:
@@ -123,7 +126,8 @@ def _median(values: list[float]) -> float | None:
 def run() -> dict:
   jobs, meta = make_batch(_KB.value, _BACKENDS.value, _COPIES.value, _MAX_TEACHER.value)
   device = _DEVICE.value
-  base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda")
+  base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda",
+                       gpu_concurrency=_GPU_CONCURRENCY.value)
   paths = [parse_path(path) for path in _PATHS.value]
   if len({name for name, *_ in paths}) != len(paths):
     raise app.UsageError(f"--paths: {_PATHS.value} names a path twice")

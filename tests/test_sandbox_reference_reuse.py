@@ -8,6 +8,7 @@ order of measurement is fixed.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -73,11 +74,38 @@ class _TimingWorker:
     return {"ok": True, "median_ms": 1.0, "trials": 12, "audits": []}
 
 
-@pytest.mark.parametrize("known", [{}, {"reference_ms": 4.0, "compile_ms": None,
-                                        "reference_trials": 7}])
-def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, known):
-  """The judge's timing stage with the GPU timer replaced: a known reference time is reused
-  (and named), an unknown one is measured and reported as a fact."""
+def test_shared_facts_keep_the_first_measurement_of_each_fact(tmp_path):
+  from kernelzero_jax.sandbox.judge import read_facts, share_facts  # pylint: disable=import-outside-toplevel
+  path = str(tmp_path / "facts.json")
+  assert read_facts(path) == {}
+  share_facts(path, {"degenerate": []})
+  share_facts(path, {"degenerate": ["constant_output_passes"], "reference_ms": 2.5})
+  assert read_facts(path) == {"degenerate": [], "reference_ms": 2.5}
+  (tmp_path / "broken.json").write_text("{not json")
+  assert read_facts(str(tmp_path / "broken.json")) == {}
+
+
+def test_judges_of_a_pool_share_one_file_per_reference_removed_with_the_pool():
+  with SandboxPool(CONFIG, max_parallel=1, launcher="subprocess") as pool:
+    path = pool.facts_path("class Model: ...", 0)
+    assert path == pool.facts_path("class Model: ...", 0)
+    assert path != pool.facts_path("class Model: pass", 0)
+    assert path != pool.facts_path("class Model: ...", 1)
+    assert path.endswith(pool.reference_key("class Model: ...", 0) + ".json")
+    directory = path.rsplit("/", 1)[0]
+    assert os.path.isdir(directory)
+  assert not os.path.exists(directory)
+
+
+@pytest.mark.parametrize("known,how", [
+    ({}, "job"),
+    ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "job"),
+    ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "shared"),
+    ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "shared, reuse off")])
+def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, known, how):
+  """The judge's timing stage with the GPU timer replaced: a known reference time, handed in
+  with the job or shared in the pool's facts file by then, is reused (and named); an unknown
+  one is measured, reported as a fact and shared."""
   import shutil  # pylint: disable=import-outside-toplevel
   import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
@@ -86,9 +114,13 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   monkeypatch.setattr(timing, "Timer", timers.append)
   monkeypatch.setattr(timing, "time_forward",
                       lambda *a, **k: measured.append(1) or {"median_ms": 2.0, "trials": 10})
-  config = dataclasses.replace(CONFIG, num_audits=0)
+  config = dataclasses.replace(CONFIG, num_audits=0, reuse_reference=how != "shared, reuse off")
+  facts_path = str(tmp_path / "facts.json")
+  if how != "job":
+    judge_lib.share_facts(facts_path, known)
   judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
-                           "reference_facts": known})
+                           "reference_facts": known if how == "job" else {},
+                           "facts_path": facts_path})
   shutil.rmtree(judge.workdir, ignore_errors=True)
   judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
   judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
@@ -97,6 +129,11 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   judge._timing(0)  # pylint: disable=protected-access
   v = judge.verdict
   assert v.candidate_ms == 1.0
+  if how == "shared, reuse off":
+    assert measured == [1] and v.reference_ms == 2.0 and "reference_reused" not in v.evidence
+    assert judge_lib.read_facts(facts_path) == known  # neither read nor written
+    return
+  assert judge_lib.read_facts(facts_path) == v.reference_facts
   if known:
     assert measured == [] and timers == [] and v.reference_ms == 4.0
     assert v.evidence["reference_reused"] == ["timing"]

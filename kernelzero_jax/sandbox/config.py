@@ -55,9 +55,9 @@ class SandboxConfig:
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).
   fast_build: bool = True
-  # A pool hands what a judge learnt about a reference alone (its degenerate flags; on the GPU,
-  # its timing) to later judges of the same reference and config, which then skip measuring it
-  # again. The reference is ours, so reusing its facts cannot help a candidate.
+  # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
+  # the GPU, its timing) with the other judges of the same reference and config, which then skip
+  # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.
   reuse_reference: bool = True
   pch_dir: str | None = None  # where the precompiled header lives (default ~/.cache/...)
 

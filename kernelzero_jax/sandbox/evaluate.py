@@ -294,18 +294,21 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0,
                        launcher: SubprocessLauncher | ZygoteLauncher | None = None,
-                       reference_facts: dict | None = None) -> V.Verdict:
+                       reference_facts: dict | None = None,
+                       facts_path: str | None = None) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
   on it. `reference_facts` are an earlier verdict's `reference_facts` for this reference, config
-  and GPU (the judge then does not measure them again)."""
+  and GPU (the judge then does not measure them again). `facts_path` is a file that judges of
+  the same reference, config and GPU share while they run (judge.share_facts): the judge reads
+  what is there when it needs a fact, and adds what it measured."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
-         "reference_facts": reference_facts or {}}
+         "reference_facts": reference_facts or {}, "facts_path": facts_path}
   verdict, why, timed_out = _run_judge(job, config, launcher)
   if verdict is not None:
     return V.Verdict.from_dict(verdict)
@@ -359,9 +362,10 @@ class SandboxPool:
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
     self._pch_build: subprocess.Popen | None = None
-    # reference_key -> the facts judges measured about that reference (SandboxConfig.
-    # reuse_reference); kept for the pool's lifetime, so later batches reuse them too.
-    self._reference_facts: dict[str, dict] = {}
+    # One file per reference_key, where judges share what they measured about that reference
+    # (SandboxConfig.reuse_reference) as soon as they measured it, so judges that run at the
+    # same time reuse it too; kept for the pool's lifetime, so later batches reuse them as well.
+    self._facts_dir: str | None = None
     self._facts_lock = threading.Lock()
 
   def reference_key(self, reference_source: str, gpu_index: int) -> str:
@@ -369,6 +373,13 @@ class SandboxPool:
     blob = json.dumps([reference_source, self.config.to_dict(), gpu_index], sort_keys=True,
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+  def facts_path(self, reference_source: str, gpu_index: int) -> str:
+    """The file where judges of this reference, config and GPU share the reference's facts."""
+    with self._facts_lock:
+      if self._facts_dir is None:
+        self._facts_dir = tempfile.mkdtemp(prefix="kz_reference_facts_")
+      return os.path.join(self._facts_dir, self.reference_key(reference_source, gpu_index) + ".json")
 
   def _start_pch_build(self, jobs: Sequence[Job]) -> None:
     """With the first CUDA candidate, builds the precompiled header for CUDA builds in the
@@ -389,6 +400,10 @@ class SandboxPool:
   def close(self) -> None:
     if isinstance(self.launcher, ZygoteLauncher):
       self.launcher.close()
+    with self._facts_lock:
+      if self._facts_dir is not None:
+        shutil.rmtree(self._facts_dir, ignore_errors=True)
+        self._facts_dir = None
     if self._pch_build is not None and self._pch_build.poll() is None:
       kill_group(self._pch_build.pid)  # an unfinished build leaves no PCH, only its tmp dir
       self._pch_build.wait()
@@ -439,16 +454,10 @@ class SandboxPool:
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
       gpu = self.gpu_indices[i % len(self.gpu_indices)]
-      key = self.reference_key(j.reference_source, gpu) if self.config.reuse_reference else None
-      with self._facts_lock:
-        known = dict(self._reference_facts.get(key, {})) if key else {}
+      facts = (self.facts_path(j.reference_source, gpu) if self.config.reuse_reference
+               else None)
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
-                                   gpu, self.launcher, reference_facts=known)
-      if key and verdict.reference_facts:
-        with self._facts_lock:  # the first measurement of each fact stays
-          facts = self._reference_facts.setdefault(key, {})
-          for name, value in verdict.reference_facts.items():
-            facts.setdefault(name, value)
+                                   gpu, self.launcher, facts_path=facts)
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)

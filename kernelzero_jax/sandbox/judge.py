@@ -216,8 +216,11 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
-    # Facts about the reference that an earlier judge of the same reference and config measured.
+    # Facts about the reference that an earlier judge of the same reference and config measured:
+    # handed in with the job, or shared through `facts_path` by judges that run at the same time
+    # (SandboxPool), read when the judge needs them.
     self.known = dict(job.get("reference_facts") or {}) if self.cfg.reuse_reference else {}
+    self.facts_path = job.get("facts_path") if self.cfg.reuse_reference else None
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
   # -- entry ---------------------------------------------------------------------------------
@@ -313,8 +316,7 @@ class Judge:
 
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
-    hold = lambda exclusive: (gpu_slots(self.device.index or 0, slots, exclusive) if cuda
-                              else contextlib.nullcontext())
+    hold = lambda exclusive: self._gpu_hold(slots, exclusive) if cuda else contextlib.nullcontext()
     base = cfg.seed * 1_000_003
     if slots == 1:  # the whole evaluation under one hold: nothing else on the GPU meanwhile
       with hold(exclusive=True):
@@ -337,18 +339,35 @@ class Judge:
     v.stage = "done"
     v.status = V.CORRECT
 
+  @contextlib.contextmanager
+  def _gpu_hold(self, slots: int, exclusive: bool):
+    """gpu_slots, with the time spent waiting for them added up in stage_seconds["gpu_wait"]."""
+    t0 = time.perf_counter()
+    with gpu_slots(self.device.index or 0, slots, exclusive):
+      stages = self.verdict.stage_seconds
+      stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
+      yield
+
+  def _knows(self, fact: str) -> bool:
+    """Whether `fact` about the reference is known: handed in, or shared by now."""
+    if fact not in self.known and self.facts_path:
+      self.known = {**read_facts(self.facts_path), **self.known}
+    return fact in self.known
+
   def _checks(self, base: int) -> None:
     """Reference checks, the candidate's init, and its outputs on fresh input sets."""
     cfg, v = self.cfg, self.verdict
     seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
     if cfg.check_degenerate:
       v.stage = "reference_checks"
-      if "degenerate" in self.known:
+      if self._knows("degenerate"):
         v.degenerate = list(self.known["degenerate"])
         v.evidence.setdefault("reference_reused", []).append("degenerate")
       else:
         self._reference_checks(seeds[:2])
       v.reference_facts["degenerate"] = list(v.degenerate)
+      if self.facts_path:  # now, while this judge still holds the GPU: the next one reads them
+        share_facts(self.facts_path, v.reference_facts)
     v.stage = "init"
     self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
                                      cfg.correctness_timeout_s, "init"), "init")
@@ -480,7 +499,7 @@ class Judge:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
     cfg, v, torch = self.cfg, self.verdict, self.torch
     seeds = [base + 10_007 + i for i in range(cfg.warmup + cfg.max_trials)]
-    if "reference_ms" in self.known:
+    if self._knows("reference_ms"):
       v.reference_ms = self.known["reference_ms"]
       v.compile_ms = self.known.get("compile_ms")
       ref = {"trials": self.known.get("reference_trials")}
@@ -517,6 +536,35 @@ class Judge:
       refs, _, _ = self._reference(seed)
       self._compare(outs, refs, "timing (audited call)")
       del refs
+    # Shared once the candidate's timing has passed its audits: a candidate caught here (e.g.
+    # one that kept the GPU busy while the reference was timed) leaves no time for others.
+    if self.facts_path:
+      share_facts(self.facts_path, v.reference_facts)
+
+
+def read_facts(path: str) -> dict[str, Any]:
+  """The reference facts judges shared in `path` ({} if none yet, or unreadable)."""
+  try:
+    with open(path) as f:
+      facts = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return facts if isinstance(facts, dict) else {}
+
+
+def share_facts(path: str, facts: dict[str, Any]) -> None:
+  """Adds `facts` to the file at `path`, which judges of one reference share (SandboxPool); a
+  fact already there stays, as the first measurement of it. Judges are trusted processes, and
+  the file lies outside every candidate's directory, where a candidate cannot write."""
+  with open(path + ".lock", "a+") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    merged = read_facts(path)
+    for name, value in facts.items():
+      merged.setdefault(name, value)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      json.dump(merged, f)
+    os.replace(tmp, path)
 
 
 def _exit_with_parent(parent_pid: int) -> None:

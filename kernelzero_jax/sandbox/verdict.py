@@ -32,8 +32,8 @@ class Verdict:
   `reference_error` is true when the *reference* (not the candidate) failed, so callers can tell a
   broken task from a broken kernel. `reference_facts` is what this judgement measured about the
   reference alone (`degenerate` once its checks ran; `reference_ms`, `compile_ms` and
-  `reference_trials` once it was timed), which a pool reuses for later candidates of the same
-  reference and config (SandboxConfig.reuse_reference; reused facts are named in
+  `reference_trials` once it was timed), which the judges of a pool share with the other
+  candidates of the same reference and config (SandboxConfig.reuse_reference; reused facts are named in
   `evidence["reference_reused"]`).
   """
 
