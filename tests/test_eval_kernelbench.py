@@ -66,6 +66,10 @@ def test_eval_records_metrics_report_and_resume(bench, monkeypatch):
   statuses = {(r["problem"], r["sample"]): r["status"] for r in records}
   assert statuses == {("level1/1_ScaledRelu", 0): "correct", ("level1/1_ScaledRelu", 1): "correct",
                       ("level1/2_Add", 0): "correct", ("level1/2_Add", 1): "incorrect"}
+  # ScaledRelu's two samples hold the same code: judged once, the copy says of which sample.
+  copies = {(r["problem"], r["sample"]): r["copy_of_sample"] for r in records
+            if "copy_of_sample" in r}
+  assert copies == {("level1/1_ScaledRelu", 1): 0}
   overall = summary["levels"]["all"]
   assert overall["num_problems"] == 2 and overall["num_samples"] == 4
   assert overall["pass_at_k"]["pass@1"] == pytest.approx(0.75)

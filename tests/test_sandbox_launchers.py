@@ -87,7 +87,7 @@ def test_a_killed_server_is_replaced_and_loses_no_judge():
     pid = pool.launcher.server_pid()
     assert first[0].correct and pid is not None
     os.killpg(pid, signal.SIGKILL)  # between batches
-    second = pool.evaluate([_honest_job()] * 2)
+    second = pool.evaluate([_honest_job()] * 2, once_per_candidate=False)
     assert [v.status for v in second] == ["correct", "correct"]
     third = pool.evaluate([_honest_job()])  # by a new server (or the first failure's restart)
     assert third[0].correct
@@ -189,7 +189,7 @@ def test_a_server_that_cannot_start_leaves_plain_judges(monkeypatch):
   config = SandboxConfig(device="cpu", num_correct_trials=1)
   pool = SandboxPool(config, max_parallel=1)
   pool.launcher = launcher
-  verdicts = pool.evaluate([_honest_job()] * 2)
+  verdicts = pool.evaluate([_honest_job()] * 2, once_per_candidate=False)
   assert [v.status for v in verdicts] == ["correct", "correct"]
   assert len(starts) == 1 and "no server today" in launcher.start_failure
 

@@ -233,9 +233,17 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
         jobs.append(Job(reference_source=task.source, candidate_source=source,
                         backend=config.backend, name=f"{task.key}/sample_{s}"))
         job_keys.append((task, s))
+
+    def record(i: int, job: Job, verdict: V.Verdict) -> None:
+      del job
+      rec = _record(*job_keys[i], verdict)
+      same = verdict.evidence.get("same_candidate_as")
+      if same is not None:  # an identical sample of the same problem, judged once for both
+        rec["copy_of_sample"] = job_keys[same][1]
+      log.write(rec)
+
     with SandboxPool(config.sandbox, max_parallel=config.max_parallel or None) as pool:
-      pool.evaluate(jobs, progress=config.progress,
-                    on_result=lambda i, job, verdict: log.write(_record(*job_keys[i], verdict)))
+      pool.evaluate(jobs, progress=config.progress, on_result=record)
   finally:
     log.close()
 

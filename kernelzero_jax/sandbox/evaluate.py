@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import dataclasses
 import glob
 import hashlib
@@ -444,10 +445,44 @@ class SandboxPool:
     return results
 
   def evaluate(self, jobs: Iterable[Job], progress: bool = False,
-               on_result: Callable[[int, Job, V.Verdict], None] | None = None) -> list[V.Verdict]:
+               on_result: Callable[[int, Job, V.Verdict], None] | None = None,
+               once_per_candidate: bool = True) -> list[V.Verdict]:
     """Returns verdicts in job order. `on_result` sees each verdict as soon as it exists, so a
-    caller can persist it before the rest are done."""
+    caller can persist it before the rest are done.
+
+    Identical jobs (same reference, candidate and backend), common in RL groups and among the
+    samples of a nearly deterministic policy, are judged once unless `once_per_candidate` is
+    False: each copy gets its own copy of the first one's verdict, with
+    `evidence["same_candidate_as"]` naming that job's index."""
     jobs = list(jobs)
+    first: dict[tuple[str, str, str], int] = {}
+    copies_of: dict[int, list[int]] = {}  # judged job index -> the indices of its copies
+    for i, j in enumerate(jobs):
+      key = (j.reference_source, j.candidate_source, j.backend)
+      if once_per_candidate and key in first:
+        copies_of[first[key]].append(i)
+      else:
+        first.setdefault(key, i)
+        copies_of[i] = []
+    judged = list(copies_of)
+    results: list[V.Verdict | None] = [None] * len(jobs)
+
+    def relay(u: int, job: Job, verdict: V.Verdict) -> None:
+      i = judged[u]
+      results[i] = verdict
+      if on_result is not None:
+        on_result(i, job, verdict)
+      for c in copies_of[i]:
+        results[c] = copy.deepcopy(verdict)
+        results[c].evidence["same_candidate_as"] = i
+        if on_result is not None:
+          on_result(c, jobs[c], results[c])
+
+    self._judge_all([jobs[i] for i in judged], progress, relay)
+    return results  # type: ignore[return-value]
+
+  def _judge_all(self, jobs: list[Job], progress: bool,
+                 on_result: Callable[[int, Job, V.Verdict], None]) -> list[V.Verdict]:
     self._start_pch_build(jobs)
     submitted = time.perf_counter()
 
