@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The warm start's GPU recipe (experiments/configs/warm_start_gpu.py), with its results copied to
-# OUT_DIR (summary.json, warm_start.png, the SFT and RL metrics, the held-out verdicts):
+# OUT_DIR (summary.json, warm_start.png, the SFT and RL metrics, the held-out and RL-module probe
+# verdicts and reports):
 #
 #   bash benchmarks/warm_start_gpu.sh OUT_DIR [--config.x=y ...]
 #
@@ -18,7 +19,7 @@ timeout "${LIMIT_S:-540}" python -m experiments.warm_start \
 echo "exit $? after $(( $(date +%s) - start )) s"
 cp "$work/summary.json" "$work/warm_start.png" "$out/" 2>/dev/null
 for stage in sft rl; do cp "$work/$stage/metrics.jsonl" "$out/${stage}_metrics.jsonl" 2>/dev/null; done
-for stage in eval_sft eval_rl; do
+for stage in eval_sft eval_rl probe_sft probe_rl; do
   cp "$work/$stage/verdicts.jsonl" "$out/${stage}_verdicts.jsonl" 2>/dev/null
   cp "$work/$stage/report.md" "$out/${stage}_report.md" 2>/dev/null
 done

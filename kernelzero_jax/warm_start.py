@@ -12,8 +12,12 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
   tokenizer/   a byte-level BPE trained on the train pairs' text (at most `vocab_size` tokens)
   sft/         SFT of `policy` (random init) on train.jsonl, held-out loss on heldout.jsonl
   eval_sft/    the SFT'd policy's candidates for heldout_problems, judged by the sandbox
+  probe_sft/   with probe_rl_modules > 0: the same evaluation on the first probe_rl_modules
+               RL modules (probe_problems/), which RL trains on
   rl/          CA-GRPO from sft/ on rl_modules (skipped when learner.num_steps is 0)
   eval_rl/     the same held-out evaluation after RL
+  probe_rl/    the RL-module probe after RL: whether RL improved what it trained on, whatever
+               it did to held-out op chains
   summary.json the numbers of every stage; warm_start.png the curves
 
 The held-out pass rate is the share of held-out (problem, sample) pairs judged correct: pass@1
@@ -57,6 +61,9 @@ class WarmStartConfig:
   eval_samples: int = 1
   eval_temperature: float = 0.0
   eval_max_new_tokens: int = 1024
+  # RL modules (the first this many, by name) also evaluated before and after RL, like the
+  # held-out problems: the pass rate on what RL trains on. 0: no probe.
+  probe_rl_modules: int = 0
   learner: LearnerConfig = LearnerConfig()
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0          # concurrent sandbox judges; 0: one per CPU core
@@ -72,6 +79,9 @@ class WarmStartConfig:
                        "tokenizer: leave policy.model_dir and policy.tokenizer_dir unset")
     if min(self.num_train_modules, self.num_heldout_modules, self.eval_samples) < 1:
       raise ValueError("num_train_modules, num_heldout_modules and eval_samples must be >= 1")
+    if not 0 <= self.probe_rl_modules <= self.num_rl_modules:
+      raise ValueError(f"probe_rl_modules must be in [0, num_rl_modules={self.num_rl_modules}], "
+                       f"got {self.probe_rl_modules}")
 
 
 # The fields that decide data/ and tokenizer/ (what data_from must agree on).
@@ -101,7 +111,8 @@ def reuse_data(config: WarmStartConfig, workdir: str) -> None:
 
 
 def _paths(workdir: str) -> dict[str, str]:
-  names = ("data", "tokenizer", "sft", "eval_sft", "rl", "eval_rl")
+  names = ("data", "tokenizer", "sft", "eval_sft", "probe_sft", "rl", "eval_rl", "probe_rl",
+           "probe_problems")
   return {n: os.path.join(workdir, n) for n in names}
 
 
@@ -193,13 +204,33 @@ def _policy(config: WarmStartConfig, paths: dict[str, str], init_from: Optional[
   return dataclasses.replace(config.policy, tokenizer_dir=paths["tokenizer"], init_from=init_from)
 
 
+def write_probe_problems(config: WarmStartConfig, paths: dict[str, str]) -> str:
+  """The first `probe_rl_modules` RL modules (by file name) in KernelBench layout; returns the
+  directory. Unlike the held-out problems they are not checked by the teacher first: a
+  degenerate one is flagged by the evaluation's report as any KernelBench problem is."""
+  out = paths["probe_problems"]
+  if not os.path.isdir(out):
+    names = sorted(os.listdir(os.path.join(paths["data"], "rl_modules")))
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "level1"))
+    for i, name in enumerate(names[:config.probe_rl_modules]):
+      shutil.copy(os.path.join(paths["data"], "rl_modules", name),
+                  os.path.join(tmp, "level1", f"{i + 1}_{name}"))
+    os.replace(tmp, out)
+  return out
+
+
 def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_workdir: str,
-                     out_dir: str, progress: bool = True) -> dict[str, Any]:
-  """The held-out pass rate of the policy in `policy_workdir` (its latest checkpoint)."""
+                     out_dir: str, progress: bool = True,
+                     problems_dir: Optional[str] = None) -> dict[str, Any]:
+  """The held-out pass rate of the policy in `policy_workdir` (its latest checkpoint); or its
+  pass rate on the KernelBench-layout `problems_dir`, sampled and judged the same way."""
   # pylint: disable-next=import-outside-toplevel
   from kernelzero_jax.evaluation.driver import EvalConfig, run_eval
   summary = run_eval(EvalConfig(
-      workdir=out_dir, kernelbench_dir=os.path.join(paths["data"], "heldout_problems"),
+      workdir=out_dir,
+      kernelbench_dir=problems_dir or os.path.join(paths["data"], "heldout_problems"),
       levels=(1,), backend=config.backend, num_samples=config.eval_samples,
       policy_checkpoint=policy_workdir, preset=config.policy.preset,
       tokenizer_dir=paths["tokenizer"], temperature=config.eval_temperature,
@@ -230,10 +261,11 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   summary = _read_json(summary_path) or {}
   times = summary.setdefault("wall_s", {})
   if summary.get("rl", {}).get("num_steps", config.learner.num_steps) != config.learner.num_steps:
-    for key in ("rl", "eval_rl"):
+    for key in ("rl", "eval_rl", "probe_rl"):
       summary.pop(key, None)
       times.pop(key, None)
-    shutil.rmtree(paths["eval_rl"], ignore_errors=True)  # its verdicts are the old policy's
+    for key in ("eval_rl", "probe_rl"):  # their verdicts are the old policy's
+      shutil.rmtree(paths[key], ignore_errors=True)
 
   def stage(name, fn):
     if name in summary:
@@ -263,6 +295,10 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
                                      ("loss", "heldout_loss", "epoch")))
   stage("eval_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["eval_sft"],
                                              progress))
+  probe = write_probe_problems(config, paths) if config.probe_rl_modules else None
+  if probe:
+    stage("probe_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["probe_sft"],
+                                                progress, problems_dir=probe))
   if config.learner.num_steps > 0:
     rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
                                learner=config.learner, backend=config.backend,
@@ -274,6 +310,9 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
                       ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
     stage("eval_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["eval_rl"],
                                               progress))
+    if probe:
+      stage("probe_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["probe_rl"],
+                                                 progress, problems_dir=probe))
   summary["plot"] = plot_curves(workdir, summary, os.path.join(workdir, "warm_start.png"))
   _write_json(summary_path, summary)
   return summary
@@ -310,11 +349,14 @@ def plot_curves(workdir: str, summary: dict[str, Any], path: str) -> str:
                label="reward (mean)")
     ax_rl.plot(steps, [m["accuracy"] for m in rl if "reward_mean" in m], marker=".",
                label="accuracy on RL modules")
-  for key, style, label in (("eval_sft", "--", "held-out pass rate, SFT"),
-                            ("eval_rl", "-", "held-out pass rate, after RL")):
+  for key, style, color, label in (
+      ("eval_sft", "--", "gray", "held-out pass rate, SFT"),
+      ("eval_rl", "-", "black", "held-out pass rate, after RL"),
+      ("probe_sft", "--", "tab:green", "RL-module probe, SFT"),
+      ("probe_rl", "-", "tab:green", "RL-module probe, after RL")):
     if key in summary:
-      ax_rl.axhline(summary[key]["pass_rate"], linestyle=style, color="gray" if key == "eval_sft"
-                    else "black", label=f"{label}: {summary[key]['pass_rate']:.1%}")
+      ax_rl.axhline(summary[key]["pass_rate"], linestyle=style, color=color,
+                    label=f"{label}: {summary[key]['pass_rate']:.1%}")
   ax_rl.set(xlabel="CA-GRPO step", ylim=(0, None), title="CA-GRPO from the SFT checkpoint")
   ax_rl.legend(fontsize=8)
   fig.tight_layout()

@@ -74,6 +74,8 @@ def test_warm_start_config_rejects_bad_input():
     warm_start.WarmStartConfig(prompt_style="chatty")
   with pytest.raises(ValueError, match="model_dir"):
     configs.from_mapping(warm_start.WarmStartConfig, {"policy": {"model_dir": "/x"}})
+  with pytest.raises(ValueError, match="probe_rl_modules"):
+    warm_start.WarmStartConfig(num_rl_modules=4, probe_rl_modules=5)
 
 
 def _toy_config(**overrides):
@@ -94,7 +96,7 @@ def _toy_config(**overrides):
 
 def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   workdir = str(tmp_path / "ws")
-  config = _toy_config()
+  config = _toy_config(probe_rl_modules=1)
   summary = warm_start.run(config, workdir, progress=False)
   data = summary["data"]
   assert data["train"]["num_pairs"] == 3 and data["heldout"]["num_pairs"] == 3
@@ -107,6 +109,12 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   assert "#" not in pair["completion"]                    # no comments in the targets
   assert 256 < summary["tokenizer"]["vocab_size"] <= 1024
   assert summary["sft"]["heldout_loss"] > 0
+  # The probe: the first RL module (by name), as a KernelBench problem.
+  first = sorted(os.listdir(os.path.join(workdir, "data", "rl_modules")))[0]
+  assert os.listdir(os.path.join(workdir, "probe_problems", "level1")) == [f"1_{first}"]
+  for key in ("probe_sft", "probe_rl"):
+    assert summary[key]["num_problems"] == summary[key]["num_samples"] == 1
+    assert summary[key]["status_counts"]["format_error"] == 1
   for key in ("eval_sft", "eval_rl"):
     # 8 new tokens cannot hold a kernel: every held-out sample is a format error, judged as such.
     assert summary[key]["num_samples"] == data["heldout"]["num_problems"]
@@ -121,13 +129,14 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   # A rerun does nothing again; more RL steps resume the RL stage and redo its evaluation only
   # (with more micro-batches: memory, not the experiment).
   assert warm_start.run(config, workdir, progress=False)["wall_s"] == summary["wall_s"]
-  longer = _toy_config(learner=dict(
+  longer = _toy_config(probe_rl_modules=1, learner=dict(
       num_steps=2, num_micro_batches=2,
       rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
       optimizer=dict(learning_rate=1e-5, warmup_steps=1, total_steps=1),
       compute_dtype="float32", sample_dtype="float32"))
   resumed = warm_start.run(longer, workdir, progress=False)
   assert resumed["rl"]["num_steps"] == 2 and resumed["eval_rl"] == summary["eval_rl"]
+  assert resumed["probe_rl"] == summary["probe_rl"] and "probe_rl" in resumed["wall_s"]
   for key in ("data", "tokenizer", "sft", "eval_sft"):
     assert resumed["wall_s"][key] == summary["wall_s"][key]
   with open(os.path.join(workdir, "rl", "metrics.jsonl")) as f:
