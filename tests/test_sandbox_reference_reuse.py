@@ -83,6 +83,7 @@ def test_shared_facts_keep_the_first_measurement_of_each_fact(tmp_path):
   assert read_facts(path) == {"degenerate": [], "reference_ms": 2.5}
   (tmp_path / "broken.json").write_text("{not json")
   assert read_facts(str(tmp_path / "broken.json")) == {}
+  share_facts(str(tmp_path / "gone" / "facts.json"), {"reference_ms": 1.0})  # no error
 
 
 def test_judges_of_a_pool_share_one_file_per_reference_removed_with_the_pool():

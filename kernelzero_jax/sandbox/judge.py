@@ -366,7 +366,7 @@ class Judge:
       else:
         self._reference_checks(seeds[:2])
       v.reference_facts["degenerate"] = list(v.degenerate)
-      if self.facts_path:  # now, while this judge still holds the GPU: the next one reads them
+      if self.facts_path:  # now, before this judge lets go of the GPU: the next one reads them
         share_facts(self.facts_path, v.reference_facts)
     v.stage = "init"
     self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
@@ -555,16 +555,20 @@ def read_facts(path: str) -> dict[str, Any]:
 def share_facts(path: str, facts: dict[str, Any]) -> None:
   """Adds `facts` to the file at `path`, which judges of one reference share (SandboxPool); a
   fact already there stays, as the first measurement of it. Judges are trusted processes, and
-  the file lies outside every candidate's directory, where a candidate cannot write."""
-  with open(path + ".lock", "a+") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    merged = read_facts(path)
-    for name, value in facts.items():
-      merged.setdefault(name, value)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      json.dump(merged, f)
-    os.replace(tmp, path)
+  the file lies outside every candidate's directory, where a candidate cannot write. Sharing is
+  an optimisation: if it fails (e.g. the pool was closed meanwhile), later judges measure."""
+  try:
+    with open(path + ".lock", "a+") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      merged = read_facts(path)
+      for name, value in facts.items():
+        merged.setdefault(name, value)
+      tmp = f"{path}.{os.getpid()}.tmp"
+      with open(tmp, "w") as f:
+        json.dump(merged, f)
+      os.replace(tmp, path)
+  except OSError:
+    pass
 
 
 def _exit_with_parent(parent_pid: int) -> None:
