@@ -6,7 +6,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 A path is LAUNCHER:BUILD[:REFERENCE]: judges forked from the warm server (`zygote`) or started
 as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header and the
 light .cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them (`plain`); and
-the reference's checks and timing measured once per pool and handed to later judges of the same
+the reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`). With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed). To time reference reuse on RL-like groups, repeat the teacher's candidates:
@@ -20,8 +20,9 @@ cheating candidates of benchmarks/candidates/ for the chosen backends. Each path
 batch with the same SandboxPool settings (GPU work serialised per GPU, as in training). Prints
 per-candidate stage times (queue, build, waiting for the GPU, correctness, timing, total), the
 medians and the throughput of each path, their ratio, and every candidate whose verdict differs
-(status, stage or correctness); writes all verdicts as JSON. (The H200 results of 2026-11-30 compared the
-launchers alone, before builds had a fast path: --paths=zygote:plain,subprocess:plain.)
+(status, stage or correctness); writes all verdicts as JSON. (The first H200 results of
+2026-11-30 compared the launchers alone, before builds had a fast path:
+--paths=zygote:plain,subprocess:plain.)
 """
 
 from __future__ import annotations
