@@ -75,7 +75,8 @@ class _TimingWorker:
 
 
 def test_shared_facts_keep_the_first_measurement_of_each_fact(tmp_path):
-  from kernelzero_jax.sandbox.judge import read_facts, share_facts  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge import read_facts, share_facts
   path = str(tmp_path / "facts.json")
   assert read_facts(path) == {}
   share_facts(path, {"degenerate": []})

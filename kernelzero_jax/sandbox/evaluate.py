@@ -380,7 +380,8 @@ class SandboxPool:
     with self._facts_lock:
       if self._facts_dir is None:
         self._facts_dir = tempfile.mkdtemp(prefix="kz_reference_facts_")
-      return os.path.join(self._facts_dir, self.reference_key(reference_source, gpu_index) + ".json")
+      directory = self._facts_dir
+    return os.path.join(directory, self.reference_key(reference_source, gpu_index) + ".json")
 
   def _start_pch_build(self, jobs: Sequence[Job]) -> None:
     """With the first CUDA candidate, builds the precompiled header for CUDA builds in the
