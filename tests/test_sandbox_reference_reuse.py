@@ -100,14 +100,13 @@ def test_judges_of_a_pool_share_one_file_per_reference_removed_with_the_pool():
 
 
 @pytest.mark.parametrize("known,how", [
-    ({}, "job"),
-    ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "job"),
+    ({}, "none shared yet"),
     ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "shared"),
     ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "shared, reuse off")])
 def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, known, how):
-  """The judge's timing stage with the GPU timer replaced: a known reference time, handed in
-  with the job or shared in the pool's facts file by then, is reused (and named); an unknown
-  one is measured, reported as a fact and shared."""
+  """The judge's timing stage with the GPU timer replaced: a known reference time, shared in
+  the pool's facts file by then, is reused (and named); an unknown one (no file yet) is
+  measured, reported as a fact and shared."""
   import shutil  # pylint: disable=import-outside-toplevel
   import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
@@ -118,10 +117,9 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
                       lambda *a, **k: measured.append(1) or {"median_ms": 2.0, "trials": 10})
   config = dataclasses.replace(CONFIG, num_audits=0, reuse_reference=how != "shared, reuse off")
   facts_path = str(tmp_path / "facts.json")
-  if how != "job":
+  if known:
     judge_lib.share_facts(facts_path, known)
   judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
-                           "reference_facts": known if how == "job" else {},
                            "facts_path": facts_path})
   shutil.rmtree(judge.workdir, ignore_errors=True)
   judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")

@@ -295,21 +295,19 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0,
                        launcher: SubprocessLauncher | ZygoteLauncher | None = None,
-                       reference_facts: dict | None = None,
                        facts_path: str | None = None) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
-  on it. `reference_facts` are an earlier verdict's `reference_facts` for this reference, config
-  and GPU (the judge then does not measure them again). `facts_path` is a file that judges of
-  the same reference, config and GPU share while they run (judge.share_facts): the judge reads
-  what is there when it needs a fact, and adds what it measured."""
+  on it. `facts_path` is a file that judges of the same reference, config and GPU share
+  (judge.share_facts; SandboxPool.facts_path): the judge reads what is there when it needs a
+  fact about the reference, instead of measuring it again, and adds what it measured."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
-         "reference_facts": reference_facts or {}, "facts_path": facts_path}
+         "facts_path": facts_path}
   verdict, why, timed_out = _run_judge(job, config, launcher)
   if verdict is not None:
     return V.Verdict.from_dict(verdict)

@@ -216,10 +216,9 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
-    # Facts about the reference that an earlier judge of the same reference and config measured:
-    # handed in with the job, or shared through `facts_path` by judges that run at the same time
-    # (SandboxPool), read when the judge needs them.
-    self.known = dict(job.get("reference_facts") or {}) if self.cfg.reuse_reference else {}
+    # Facts about the reference that other judges of the same reference and config measured,
+    # shared through `facts_path` (SandboxPool) and read when this judge needs them.
+    self.known: dict[str, Any] = {}
     self.facts_path = job.get("facts_path") if self.cfg.reuse_reference else None
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
 
@@ -349,7 +348,7 @@ class Judge:
       yield
 
   def _knows(self, fact: str) -> bool:
-    """Whether `fact` about the reference is known: handed in, or shared by now."""
+    """Whether `fact` about the reference is known: shared by another judge by now."""
     if fact not in self.known and self.facts_path:
       self.known = {**read_facts(self.facts_path), **self.known}
     return fact in self.known
