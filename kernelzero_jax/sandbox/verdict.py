@@ -33,8 +33,8 @@ class Verdict:
   broken task from a broken kernel. `reference_facts` is what this judgement measured about the
   reference alone (`degenerate` once its checks ran; `reference_ms`, `compile_ms` and
   `reference_trials` once it was timed), which the judges of a pool share with the other
-  candidates of the same reference and config (SandboxConfig.reuse_reference; reused facts are named in
-  `evidence["reference_reused"]`).
+  candidates of the same reference and config (SandboxConfig.reuse_reference; reused facts are
+  named in `evidence["reference_reused"]`).
   """
 
   status: str
