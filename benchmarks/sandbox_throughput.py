@@ -143,7 +143,9 @@ def run() -> dict:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
-      verdicts = pool.evaluate(jobs, progress=True)
+      # Every copy is judged: copies stand for a group's distinct candidates, whose judging
+      # (and sharing of reference facts) is what this measures.
+      verdicts = pool.evaluate(jobs, progress=True, once_per_candidate=False)
     wall = time.perf_counter() - t0
     rows = [dict(m, name=j.name, **v.to_dict()) for j, m, v in zip(jobs, meta, verdicts)]
     by_backend = {}
