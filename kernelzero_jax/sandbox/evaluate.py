@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -308,11 +309,36 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
          "facts_path": facts_path}
+  verdict = _judge_once(job, config, launcher)
+  if shared_gpu_oom(verdict, config):
+    # Out of GPU memory while other judges' checks shared the GPU: their tensors may be what
+    # filled it, which says nothing about this candidate. Judged again with the GPU to itself,
+    # the verdict is the one a one-at-a-time GPU (gpu_concurrency=1) would give.
+    first = verdict
+    verdict = _judge_once({**job, "exclusive_gpu": True}, config, launcher)
+    verdict.evidence["shared_gpu_oom"] = first.reasons[:2]
+  return verdict
+
+
+def _judge_once(job: dict, config: SandboxConfig, launcher) -> V.Verdict:
   verdict, why, timed_out = _run_judge(job, config, launcher)
   if verdict is not None:
     return V.Verdict.from_dict(verdict)
   status = V.TIMEOUT if timed_out else V.RUNTIME_ERROR
-  return V.Verdict(status=status, backend=backend, device=config.device, reasons=[why])
+  return V.Verdict(status=status, backend=job["backend"], device=config.device, reasons=[why])
+
+
+# torch.OutOfMemoryError ("CUDA out of memory"), "CUDA error: out of memory" from the driver,
+# "CUBLAS_STATUS_ALLOC_FAILED" / cuDNN allocation failures: whoever allocated last fails.
+_GPU_OOM = re.compile(r"out of memory|OutOfMemoryError|ALLOC_FAILED|ALLOCATION_FAILED", re.I)
+
+
+def shared_gpu_oom(verdict: V.Verdict, config: SandboxConfig) -> bool:
+  """Whether `verdict` is a failure for lack of GPU memory on a GPU that the judge shared
+  with other judges' checks (gpu_concurrency > 1), so that the candidate must be judged again
+  with the GPU to itself before the failure can count against it."""
+  return (config.device == "cuda" and config.gpu_concurrency > 1 and not verdict.correct
+          and verdict.status != V.TIMEOUT and any(_GPU_OOM.search(r) for r in verdict.reasons))
 
 
 def validate_module(module_source: str, config: SandboxConfig | None = None,

@@ -317,7 +317,10 @@ class Judge:
     slots = cfg.gpu_concurrency if cuda else 1
     hold = lambda exclusive: self._gpu_hold(slots, exclusive) if cuda else contextlib.nullcontext()
     base = cfg.seed * 1_000_003
-    if slots == 1:  # the whole evaluation under one hold: nothing else on the GPU meanwhile
+    # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
+    # slot, and when a candidate that ran out of memory on a shared GPU is judged again
+    # (evaluate.shared_gpu_oom).
+    if slots == 1 or self.job.get("exclusive_gpu"):
       with hold(exclusive=True):
         self._checks(base)
         if cuda and cfg.timing:
