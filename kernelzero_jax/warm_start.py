@@ -84,9 +84,11 @@ class WarmStartConfig:
                        f"got {self.probe_rl_modules}")
 
 
-# The fields that decide data/ and tokenizer/ (what data_from must agree on).
+# The fields that decide data/ and tokenizer/ (what data_from must agree on). Not
+# num_rl_modules: the RL modules are only drawn (no teacher, no sandbox), and the same seed draws
+# the same first modules, so make_data draws them again when another number is asked for.
 DATA_FIELDS = ("seed", "backend", "size", "num_train_modules", "num_heldout_modules",
-               "num_rl_modules", "prompt_style", "comments", "vocab_size")
+               "prompt_style", "comments", "vocab_size")
 
 
 def reuse_data(config: WarmStartConfig, workdir: str) -> None:
@@ -164,13 +166,16 @@ def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> 
       _write_json(report_path, report)  # last: its presence marks the split done
     reports[split] = report
   rl_dir = os.path.join(data_dir, "rl_modules")
-  if config.num_rl_modules and not os.path.isdir(rl_dir):
+  have = len(os.listdir(rl_dir)) if os.path.isdir(rl_dir) else 0
+  if config.num_rl_modules and have != config.num_rl_modules:  # none yet, or data_from's number
     tmp = rl_dir + ".tmp"
-    os.makedirs(tmp, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
     for name, source, _ in generator.generate_modules(config.num_rl_modules, config.seed + 2,
                                                       split="train", size=config.size):
       with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as f:
         f.write(source)
+    shutil.rmtree(rl_dir, ignore_errors=True)
     os.replace(tmp, rl_dir)
   return reports
 

@@ -145,16 +145,24 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   with pytest.raises(configs.ConfigError):
     warm_start.run(_toy_config(num_train_modules=4), workdir, progress=False)
 
-  # Another policy on the same data: data/ and tokenizer/ are copied, not made again.
+  # Another policy on the same data: data/ and tokenizer/ are copied, not made again; more RL
+  # modules are drawn, the source's first ones among them.
   other = str(tmp_path / "other")
   reused = warm_start.run(
-      _toy_config(data_from=workdir, policy=dict(preset="tiny", init_seed=1),
+      _toy_config(data_from=workdir, policy=dict(preset="tiny", init_seed=1), num_rl_modules=5,
                   learner=dict(num_steps=0)), other, progress=False)
   assert reused["data"] == summary["data"] and reused["tokenizer"] == summary["tokenizer"]
   assert "rl" not in reused and reused["wall_s"]["data"] < 5
   with open(os.path.join(other, "data", "heldout.jsonl")) as a, \
       open(os.path.join(workdir, "data", "heldout.jsonl")) as b:
     assert a.read() == b.read()
+  rl_source, rl_more = (sorted(os.listdir(os.path.join(w, "data", "rl_modules")))
+                        for w in (workdir, other))
+  assert len(rl_more) == 5 and rl_more[:2] == rl_source
+  for name in rl_source:
+    with open(os.path.join(other, "data", "rl_modules", name)) as a, \
+        open(os.path.join(workdir, "data", "rl_modules", name)) as b:
+      assert a.read() == b.read()
   with pytest.raises(configs.ConfigError, match="other data fields"):
     warm_start.run(_toy_config(data_from=workdir, seed=1), str(tmp_path / "third"),
                    progress=False)
