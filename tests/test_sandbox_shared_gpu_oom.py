@@ -1,20 +1,50 @@
-"""A candidate that runs out of GPU memory while judges share the GPU is judged again alone.
+"""Judges that share a GPU (gpu_concurrency > 1) must not run it out of memory for each other.
 
-With gpu_concurrency > 1, the correctness checks of several judges share a GPU; on full-size
-problems their tensors together can fill it (measured on an H200: honest Triton matmuls failed
-with "CUDA out of memory" at gpu_concurrency=4). Such a failure says nothing about the candidate,
-so evaluate_candidate judges it again with the GPU to itself and keeps that verdict. The judge
-process is replaced by a recorder here (no GPU on this machine); the real judges' use of
-"exclusive_gpu" runs in the GPU benchmark (benchmarks/sandbox_throughput.py).
+The correctness checks of several judges can share a GPU; on full-size problems their tensors
+together can fill it (measured on an H200: honest Triton matmuls failed with "CUDA out of memory"
+at gpu_concurrency=4). Two defences: a judge checks alone when `slots` checks of its problem
+would not fit (its input sizes, read on the meta device), and a candidate that runs out of memory
+on a shared GPU anyway is judged again with the GPU to itself, whose verdict counts. The judge
+process is replaced by a recorder here (no GPU on this machine); the real judges' use of both
+runs in the GPU benchmark (benchmarks/sandbox_throughput.py).
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import evaluate as evaluate_lib
+from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import problem
 from kernelzero_jax.sandbox import verdict as V
+
+GiB = 1 << 30
+
+
+def test_input_bytes_reads_shapes_and_dtypes_without_memory():
+  def get_inputs():  # 2 GiB of float32 and 1 GiB of int64, nested, with a non-tensor leaf
+    return [torch.rand(1 << 15, 1 << 14), [torch.randint(0, 9, (1 << 27,)), 3.0]]
+  assert problem.input_bytes(get_inputs) == 3 * GiB
+
+
+@pytest.mark.parametrize("get_inputs", [
+    lambda: [torch.rand(4, 4).sum().item()],       # reads a value: meta tensors have none
+    lambda: [torch.rand(4, 4, device="cpu")],      # a device of its own
+    lambda: [torch.rand(-1)],                      # fails on any device
+], ids=["reads_a_value", "own_device", "raises"])
+def test_input_bytes_is_unknown_when_meta_cannot_tell(get_inputs):
+  assert problem.input_bytes(get_inputs) is None
+
+
+def test_checks_share_the_gpu_only_when_they_fit_at_once():
+  # 4 input sets per check, 80% of the GPU's memory for the checks together.
+  gpu = 100 * GiB
+  assert judge_lib.checks_fit(5 * GiB, 4, gpu)          # 80 GiB
+  assert not judge_lib.checks_fit(5 * GiB + 1, 4, gpu)
+  assert judge_lib.checks_fit(20 * GiB, 1, gpu)
+  assert not judge_lib.checks_fit(8 * GiB, 4, 140 * GiB)  # KernelBench level 1 problem 4
 
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
 OOM_REASONS = {

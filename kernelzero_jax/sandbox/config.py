@@ -49,7 +49,9 @@ class SandboxConfig:
   reference_tf32: bool = False
   # GPU judges whose untimed checks may run at once on one GPU (timing always has it alone).
   # 1: every judge has the GPU to itself from its first check to its last. More is for small
-  # problems: the checks' memory then adds up (each worker may take gpu_memory_fraction).
+  # problems: the checks' memory adds up, so a problem whose inputs would not fit that many
+  # times is checked alone (judge.checks_fit), and a candidate that runs out of GPU memory while
+  # sharing is judged again alone (evaluate.shared_gpu_oom).
   gpu_concurrency: int = 1
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the

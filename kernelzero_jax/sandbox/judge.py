@@ -197,6 +197,20 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
       f.close()
 
 
+# What one correctness check holds on the GPU, in input sets: the judge's inputs and their
+# pristine copy, the worker's own inputs, and the outputs of both (about one more).
+CHECK_MEMORY_FACTOR = 4
+# The share of the GPU's memory that checks running at once may fill (the rest: CUDA contexts,
+# the allocators' slack, the reference's weights).
+CHECK_MEMORY_SHARE = 0.8
+
+
+def checks_fit(input_bytes: int, slots: int, gpu_bytes: int) -> bool:
+  """Whether `slots` correctness checks of a problem whose input set has `input_bytes` fit in a
+  GPU of `gpu_bytes` at once (sandbox/judge.py shares the GPU between checks only then)."""
+  return CHECK_MEMORY_FACTOR * input_bytes * slots <= CHECK_MEMORY_SHARE * gpu_bytes
+
+
 def gpu_lock(device_index: int, slots: int = 1):
   """The whole GPU (every slot): what timing needs, and what outside timers take too."""
   return gpu_slots(device_index, slots, exclusive=True)
@@ -318,9 +332,10 @@ class Judge:
     hold = lambda exclusive: self._gpu_hold(slots, exclusive) if cuda else contextlib.nullcontext()
     base = cfg.seed * 1_000_003
     # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
-    # slot, and when a candidate that ran out of memory on a shared GPU is judged again
+    # slot; when `slots` judges' checks of this problem would not fit in the GPU's memory at
+    # once; and when a candidate that ran out of memory on a shared GPU anyway is judged again
     # (evaluate.shared_gpu_oom).
-    if slots == 1 or self.job.get("exclusive_gpu"):
+    if slots == 1 or self.job.get("exclusive_gpu") or not self._checks_fit(slots):
       with hold(exclusive=True):
         self._checks(base)
         if cuda and cfg.timing:
@@ -340,6 +355,20 @@ class Judge:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
+
+  def _checks_fit(self, slots: int) -> bool:
+    """Whether `slots` judges can check this problem on the GPU at once: each check holds about
+    CHECK_MEMORY_FACTOR times one input set (the judge's inputs and their pristine copy, the
+    worker's inputs, the outputs). Unknown input sizes count as fitting."""
+    nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
+    if nbytes is None:
+      return True
+    total = self.torch.cuda.get_device_properties(self.device).total_memory
+    if checks_fit(nbytes, slots, total):
+      return True
+    self.verdict.evidence["checks_alone"] = {"input_bytes": nbytes, "slots": slots,
+                                             "gpu_bytes": total}
+    return False
 
   @contextlib.contextmanager
   def _gpu_hold(self, slots: int, exclusive: bool):

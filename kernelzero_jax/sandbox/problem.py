@@ -67,6 +67,21 @@ def make_inputs(get_inputs: Callable[[], Sequence[Any]], seed: int, device: torc
   return [_to_device(x, device) for x in inputs]
 
 
+def input_bytes(get_inputs: Callable[[], Sequence[Any]]) -> int | None:
+  """The bytes of one input set's tensors, from get_inputs() run on the meta device (shapes and
+  dtypes only: no memory, no time). None when that cannot tell: get_inputs fails on meta tensors
+  (e.g. it reads a value), or places a tensor on a device of its own."""
+  try:
+    with torch.device("meta"):
+      leaves = flatten(list(get_inputs()))
+  except Exception:  # pylint: disable=broad-except
+    return None
+  tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+  if any(not x.is_meta for x in tensors):
+    return None
+  return sum(x.numel() * x.element_size() for x in tensors)
+
+
 def make_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]], seed: int,
                device: torch.device) -> torch.nn.Module:
   """Instantiates a module as KernelBench does: seed, build on the CPU, then move to `device`."""
