@@ -3,16 +3,21 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE]: judges forked from the warm server (`zygote`) or started
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN]: judges forked from the warm server (`zygote`) or started
 as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header and the
 light .cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them (`plain`); and
 the reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
-(`measure`). With a fast CUDA path, the precompiled header is built first (once per machine; its
-time is printed). To time reference reuse on RL-like groups, repeat the teacher's candidates:
+(`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing always
+has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header is built
+first (once per machine; its time is printed). To time reference reuse on RL-like groups, repeat
+the teacher's candidates; to see whether sharing the GPU between checks changes a verdict,
+compare it with the one-at-a-time path in the same run:
 
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
         --extras=false --paths=zygote:fast:reuse,zygote:fast:measure
+    python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
+        --extras=false --paths=zygote:fast:reuse:gpu4,zygote:fast:reuse:gpu1
 
 The batch: the rule-based teacher's candidate for every KernelBench level-1/2 problem it
 understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
@@ -45,9 +50,10 @@ _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1
 _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
-                           "LAUNCHER:BUILD[:REFERENCE] paths to compare (launchers: zygote, "
-                           "subprocess; builds: fast, plain; references: reuse (default), "
-                           "measure).")
+                           "LAUNCHER:BUILD[:REFERENCE][:gpuN] paths to compare (launchers: "
+                           "zygote, subprocess; builds: fast, plain; references: reuse "
+                           "(default), measure; gpuN: N judges check on the GPU at once, "
+                           "default --gpu_concurrency).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
 _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
                                     "per backend (0: all it understands).")
@@ -109,15 +115,20 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
   return jobs, meta
 
 
-def parse_path(path: str) -> tuple[str, str, bool, bool]:
-  """'LAUNCHER:BUILD[:REFERENCE]' -> (path, launcher, fast build?, reuse the reference?)."""
-  launcher, build, reference, *rest = path.split(":") + ["", ""]
+def parse_path(path: str) -> tuple[str, str, bool, bool, int | None]:
+  """'LAUNCHER:BUILD[:REFERENCE][:gpuN]' -> (path, launcher, fast build?, reuse the reference?,
+  judges checking on the GPU at once, or None for --gpu_concurrency's)."""
+  launcher, build, *extra = path.split(":") + ([""] if ":" not in path else [])
+  concurrency = None
+  if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
+    concurrency = int(extra.pop()[3:])
+  reference = extra.pop(0) if extra else "reuse"
   if (launcher not in LAUNCHERS or build not in ("fast", "plain")
-      or reference not in ("", "reuse", "measure") or any(rest)):
-    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE] with a launcher "
-                         f"of {LAUNCHERS}, a build of fast, plain and a reference of reuse, "
-                         "measure")
-  return path, launcher, build == "fast", reference != "measure"
+      or reference not in ("reuse", "measure") or extra):
+    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN] with a "
+                         f"launcher of {LAUNCHERS}, a build of fast, plain, a reference of "
+                         "reuse, measure and N >= 1 judges checking on the GPU at once")
+  return path, launcher, build == "fast", reference == "reuse", concurrency
 
 
 def _median(values: list[float]) -> float | None:
@@ -132,15 +143,16 @@ def run() -> dict:
   paths = [parse_path(path) for path in _PATHS.value]
   if len({name for name, *_ in paths}) != len(paths):
     raise app.UsageError(f"--paths: {_PATHS.value} names a path twice")
-  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for _, _, fast, _ in paths):
+  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for _, _, fast, *_ in paths):
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
           "(built once per machine)")
   results = {}
-  for name, launcher, fast, reuse in paths:
-    config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse)
+  for name, launcher, fast, reuse, concurrency in paths:
+    config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
+                                 gpu_concurrency=concurrency or base.gpu_concurrency)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging
@@ -154,12 +166,18 @@ def run() -> dict:
       by_backend[backend] = {
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
-    reused = sum(bool((r.get("evidence") or {}).get("reference_reused")) for r in rows)
+    count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
+    reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
+                                             "shared_gpu_oom"))
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
-                     "reference_reused": reused, "medians": by_backend, "rows": rows}
+                     "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
+                     "checks_alone": alone, "shared_gpu_oom": oom, "medians": by_backend,
+                     "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
-          f"({results[name]['per_minute']} per minute; {reused} reused a measured reference)")
+          f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
+          f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
+          f"memory, {oom} judged again after running out of GPU memory)")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]
