@@ -22,6 +22,7 @@ Comparisons use the sandbox's tolerance (what the Coder's kernels will be held t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -147,6 +148,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
           "init_seed": cfg.init_seed, "memory_limit_gb": cfg.memory_limit_gb,
           "gpu_memory_fraction": cfg.gpu_memory_fraction}
   handle = None
+  gpu = contextlib.ExitStack()
   try:
     handle = judge_lib.WorkerHandle(spec, cfg.memory_limit_gb, target=module_worker_main)
 
@@ -163,6 +165,11 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
       return reply
 
     ask(None, cfg.build_timeout_s, "build")
+    if device != "cpu":
+      # The forwards and their checks hold a GPU slot, as a judge's checks do: never while a
+      # judge of any pool or process times a kernel on this GPU, which they would disturb.
+      gpu.enter_context(judge_lib.gpu_slots(job.get("gpu_index", 0), cfg.gpu_concurrency,
+                                            exclusive=False))
     tol = cfg.tolerance_for
     base = cfg.seed * 1_000_003
     runs = []
@@ -205,6 +212,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
   except _Reject as r:
     verdict.rejection, verdict.reasons = r.rejection, [r.reason[-1500:]]
   finally:
+    gpu.close()
     if handle is not None:
       handle.kill()
     shutil.rmtree(workdir, ignore_errors=True)
