@@ -133,6 +133,16 @@ def test_each_completion_gets_its_rejection_or_its_frontier_reward(sandbox):
   again = env.score(2, [prompt], [Completion(0, _fenced(RELU_SUM_SCALED), (), "stop")])
   assert again[0]["status"] == DUPLICATE and again[0]["reward"] == -0.5
   assert len(probe.calls) == 1
+  # A new step's metrics start afresh; a second round of the same step (dynamic sampling) adds
+  # to them.
+  metrics = env.step_metrics(2)
+  assert (metrics["proposals_statically_ok"], metrics["unique_modules_validated"]) == (1, 0)
+  assert metrics["valid_pass_rate_mean"] is None
+  env.score(2, [prompt], [Completion(0, "I would rather not.", (), "stop"),
+                          Completion(0, _fenced(SEED), (), "stop")])
+  metrics = env.step_metrics(2)
+  assert (metrics["proposals_statically_ok"], metrics["unique_modules_validated"]) == (2, 0)
+  assert (metrics["valid_modules"], metrics["pool_size"]) == (0, 3)
 
 
 def test_the_environment_schedule_needs_the_reward():

@@ -78,6 +78,9 @@ class ProposerEnvironment:
     self.settings = settings
     self.progress = progress
     self._last: dict[str, Any] = {}
+    self._step: int | None = None  # the step that _totals and _pass_rates add up
+    self._totals: dict[str, float] = {}
+    self._pass_rates: list[float] = []
 
   @property
   def frontier(self) -> FrontierConfig:
@@ -154,13 +157,24 @@ class ProposerEnvironment:
       for i in indices:
         results[i] = {"correct": True, "status": VALID, "speedup": None, "reward": reward,
                       "pass_rate": p, "apis": list(apis), "reasons": []}
+    # A step may score several rounds (the learner's dynamic sampling): its metrics add up
+    # over them.
+    if self._step != step:
+      self._step, self._pass_rates = step, []
+      self._totals = dict.fromkeys(("proposals_statically_ok", "unique_modules_validated",
+                                    "valid_modules", "accepted_into_pool", "time_validate_s",
+                                    "time_probe_s"), 0)
+    for key, value in (("proposals_statically_ok", statically_ok),
+                       ("unique_modules_validated", len(keys)),
+                       ("valid_modules", len(valid_keys)), ("accepted_into_pool", accepted),
+                       ("time_validate_s", t1 - t0), ("time_probe_s", t2 - t1)):
+      self._totals[key] += value
+    self._pass_rates.extend(pass_rates)
     self._last = {
-        "proposals_statically_ok": statically_ok,
-        "unique_modules_validated": len(keys), "valid_modules": len(valid_keys),
-        "accepted_into_pool": accepted, "pool_size": len(self.pool),
+        **self._totals, "pool_size": len(self.pool),
         "frontier_modules": self.pool.frontier_size(),
-        "valid_pass_rate_mean": float(np.mean(pass_rates)) if pass_rates else None,
-        "time_validate_s": t1 - t0, "time_probe_s": t2 - t1}
+        "valid_pass_rate_mean": (float(np.mean(self._pass_rates)) if self._pass_rates
+                                 else None)}
     logging.info("proposer step %d: %d completions, %d distinct modules validated, %d valid, "
                  "%d accepted; pool %d", step, len(completions), len(keys), len(valid_keys),
                  accepted, len(self.pool))

@@ -101,7 +101,8 @@ class LearnerConfig:
   # Rollout rounds per step: after each, if fewer than prompts_per_step groups have a reward
   # spread, another prompts_per_step prompts are sampled and scored. The batch takes the first
   # prompts_per_step untied groups (topped up with tied ones). 1: one round, as sampled. The
-  # environment scores each round as it comes, so its own `env/` metrics are the last round's.
+  # environment scores each round as it comes (score() is called once per round with the same
+  # step), so its own `env/` metrics should add its rounds up, as the Proposer's do.
   dynamic_sampling_max_rounds: int = 1
   mask_truncated: bool = False      # exclude completions that hit max_new_tokens from the loss
   updates_per_batch: int = 1        # optimizer steps per rollout batch (mini-batches, in order)
