@@ -119,3 +119,30 @@ def test_other_verdicts_are_judged_once(monkeypatch, first):
   monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
   assert evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED).status == first.status
   assert len(judge.jobs) == 1
+
+
+def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on(tmp_path):
+  """The command a judge sends before it waits for the GPU alone (judge._release_gpu_memory):
+  a real worker, on the CPU, answers it and still runs the candidate afterwards."""
+  import pathlib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import static_checks  # pylint: disable=import-outside-toplevel
+  examples = pathlib.Path(evaluate_lib.__file__).parents[1] / "examples"
+  candidate = (examples / "scaled_relu_triton.py").read_text()
+  spec = {"workdir": str(tmp_path), "device": "cpu", "backend": "triton",
+          "candidate_source": candidate,
+          "reference_source": (examples / "scaled_relu_reference.py").read_text(),
+          "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.45,
+          "own_kernel_names": static_checks.check_candidate(candidate,
+                                                            "triton").triton_kernel_names}
+  worker = judge_lib.WorkerHandle(spec, 8.0)
+  try:
+    assert worker.wait(120, "build")["ok"]
+    assert worker.request({"cmd": "init", "seed": 42}, 60, "init")["ok"]
+    first = worker.request({"cmd": "run", "seed": 1, "profile": False}, 60, "correctness")
+    outputs = [o.clone() for o in first["outputs"]]
+    assert worker.request({"cmd": "release"}, 60, "release") == {"ok": True}
+    again = worker.request({"cmd": "run", "seed": 1, "profile": False}, 60, "correctness")
+    assert again["ok"] and not again["violations"]
+    assert all(torch.equal(a, b) for a, b in zip(again["outputs"], outputs))
+  finally:
+    worker.kill()

@@ -345,6 +345,9 @@ class Judge:
       with hold(exclusive=False):
         self._checks(base)
       if cfg.timing:
+        # While it waits for the GPU alone, a judge holds no memory its checks left behind:
+        # judges waiting to time are not among the `slots` that checks_fit counts.
+        self._release_gpu_memory()
         with hold(exclusive=True):
           self._timed(base)
       with hold(exclusive=False):
@@ -355,6 +358,13 @@ class Judge:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
+
+  def _release_gpu_memory(self) -> None:
+    """Frees the GPU memory that this judge and its worker hold only in their allocators'
+    caches (the last check's inputs and outputs)."""
+    self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
+                                     "release"), "release")
+    self.torch.cuda.empty_cache()
 
   def _checks_fit(self, slots: int) -> bool:
     """Whether `slots` judges can check this problem on the GPU at once: each check holds about

@@ -259,6 +259,10 @@ class _Worker:
         elif cmd == "time":
           reply = self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
                             msg["min_trials"])
+        elif cmd == "release":  # the last reply's tensors went with _held; give the GPU back
+          if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+          reply = {"ok": True}
         else:
           reply = {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
       except BaseException as e:  # pylint: disable=broad-except
