@@ -77,7 +77,6 @@ class ProposerEnvironment:
     self.probe = probe
     self.settings = settings
     self.progress = progress
-    self._last: dict[str, Any] = {}
     self._step: int | None = None  # the step that _totals and _pass_rates add up
     self._totals: dict[str, float] = {}
     self._pass_rates: list[float] = []
@@ -170,11 +169,6 @@ class ProposerEnvironment:
                        ("time_validate_s", t1 - t0), ("time_probe_s", t2 - t1)):
       self._totals[key] += value
     self._pass_rates.extend(pass_rates)
-    self._last = {
-        **self._totals, "pool_size": len(self.pool),
-        "frontier_modules": self.pool.frontier_size(),
-        "valid_pass_rate_mean": (float(np.mean(self._pass_rates)) if self._pass_rates
-                                 else None)}
     logging.info("proposer step %d: %d completions, %d distinct modules validated, %d valid, "
                  "%d accepted; pool %d", step, len(completions), len(keys), len(valid_keys),
                  accepted, len(self.pool))
@@ -182,4 +176,9 @@ class ProposerEnvironment:
 
   def step_metrics(self, step: int) -> dict[str, Any]:
     del step
-    return dict(self._last)
+    if self._step is None:  # nothing scored yet
+      return {}
+    return {**self._totals, "pool_size": len(self.pool),
+            "frontier_modules": self.pool.frontier_size(),
+            "valid_pass_rate_mean": (float(np.mean(self._pass_rates)) if self._pass_rates
+                                     else None)}
