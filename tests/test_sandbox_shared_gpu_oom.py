@@ -121,20 +121,22 @@ def test_other_verdicts_are_judged_once(monkeypatch, first):
   assert len(judge.jobs) == 1
 
 
-def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on(tmp_path):
+def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on():
   """The command a judge sends before it waits for the GPU alone (judge._release_gpu_memory):
-  a real worker, on the CPU, answers it and still runs the candidate afterwards."""
+  a real worker, started as a judge starts it, on the CPU, answers it and still runs the
+  candidate afterwards."""
   import pathlib  # pylint: disable=import-outside-toplevel
+  import shutil  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import static_checks  # pylint: disable=import-outside-toplevel
   examples = pathlib.Path(evaluate_lib.__file__).parents[1] / "examples"
   candidate = (examples / "scaled_relu_triton.py").read_text()
-  spec = {"workdir": str(tmp_path), "device": "cpu", "backend": "triton",
-          "candidate_source": candidate,
-          "reference_source": (examples / "scaled_relu_reference.py").read_text(),
-          "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.45,
-          "own_kernel_names": static_checks.check_candidate(candidate,
-                                                            "triton").triton_kernel_names}
-  worker = judge_lib.WorkerHandle(spec, 8.0)
+  judge = judge_lib.Judge({
+      "backend": "triton", "config": SandboxConfig(device="cpu").to_dict(),
+      "candidate_source": candidate,
+      "reference_source": (examples / "scaled_relu_reference.py").read_text()})
+  judge.own_kernels = static_checks.check_candidate(candidate, "triton").triton_kernel_names
+  judge._start_worker()  # pylint: disable=protected-access
+  worker = judge.worker
   try:
     assert worker.wait(120, "build")["ok"]
     assert worker.request({"cmd": "init", "seed": 42}, 60, "init")["ok"]
@@ -146,3 +148,4 @@ def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(again["outputs"], outputs))
   finally:
     worker.kill()
+    shutil.rmtree(judge.workdir, ignore_errors=True)
