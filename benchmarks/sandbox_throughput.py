@@ -9,10 +9,10 @@ and the light .cu header (`fast`, sandbox/fast_build.py) or as `load_inline` bui
 (`plain`); the reference's checks and timing measured once and shared with the other judges of
 the same reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every
 judge (`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
-always has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header is built
-first (once per machine; its time is printed). To time reference reuse on RL-like groups, repeat
-the teacher's candidates; to see whether sharing the GPU between checks changes a verdict,
-compare it with the one-at-a-time path in the same run:
+always has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header
+is built first (once per machine; its time is printed). To time reference reuse on RL-like
+groups, repeat the teacher's candidates; to see whether sharing the GPU between checks changes
+a verdict, compare it with the one-at-a-time path in the same run:
 
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
         --extras=false --paths=zygote:fast:reuse,zygote:fast:measure
@@ -118,7 +118,8 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
 def parse_path(path: str) -> tuple[str, str, bool, bool, int | None]:
   """'LAUNCHER:BUILD[:REFERENCE][:gpuN]' -> (path, launcher, fast build?, reuse the reference?,
   judges checking on the GPU at once, or None for --gpu_concurrency's)."""
-  launcher, build, *extra = path.split(":") + ([""] if ":" not in path else [])
+  launcher, _, rest = path.partition(":")
+  build, *extra = rest.split(":")
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
