@@ -1,0 +1,49 @@
+r"""Which KernelBench problems a judge checks alone at a given gpu_concurrency (CPU only).
+
+    python -m benchmarks.checks_alone --kernelbench_dir=../shared/kernelbench \
+        --slots=2,4,8,16 --gpu_gib=139.8
+
+For every level-1/2 problem: its input bytes, read by running get_inputs on the meta device
+(sandbox/problem.input_bytes), and for each slot count whether that many correctness checks fit
+in a GPU of --gpu_gib at once (sandbox/judge.checks_fit); the judge checks alone when they do
+not. 139.8 GiB is the H200's total memory as torch reports it.
+"""
+
+from __future__ import annotations
+
+from absl import app
+from absl import flags
+
+from kernelzero_jax.sandbox import judge, problem
+from kernelzero_jax.tasks import kernelbench as tasks
+
+_KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
+_SLOTS = flags.DEFINE_list("slots", ["2", "4", "8", "16"], "gpu_concurrency values.")
+_GPU_GIB = flags.DEFINE_float("gpu_gib", 139.8, "The GPU's total memory, GiB.")
+
+
+def main(argv):
+  del argv
+  all_tasks, _ = tasks.scan_tasks(_KB.value, (1, 2))
+  sizes, unknown = {}, []
+  for task in all_tasks:
+    try:
+      nbytes = problem.input_bytes(problem.load_module(task.source, "kz_reference").get_inputs)
+    except Exception:  # pylint: disable=broad-except
+      nbytes = None
+    if nbytes is None:
+      unknown.append(task.key)
+    else:
+      sizes[task.key] = nbytes
+  print(f"{len(sizes)} problems with known input sizes; unknown (checked as fitting): "
+        f"{len(unknown)} {unknown}")
+  gpu_bytes = int(_GPU_GIB.value * 2**30)
+  for slots in map(int, _SLOTS.value):
+    alone = sorted(k for k, b in sizes.items() if not judge.checks_fit(b, slots, gpu_bytes))
+    print(f"gpu_concurrency={slots}: {len(alone)} of {len(sizes)} checked alone")
+    for key in alone:
+      print(f"  {key}: inputs {sizes[key] / 2**30:.2f} GiB")
+
+
+if __name__ == "__main__":
+  app.run(main)
