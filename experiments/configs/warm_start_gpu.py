@@ -27,6 +27,8 @@ earlier run at lr 5e-5, scoring tokens at temperature 1, went from 76 to 46 of 2
 From a 150-step SFT (--config.sft.num_steps=150 --config.sft.optimizer.total_steps=150; 2 / 232
 held-out), 16 such RL steps at lr 1e-5 took the RL-module probe from 7 to 12 of 64 and held-out
 from 2 to 1 of 232: RL sharpens what the policy already solves sometimes, nothing more yet.
+From a 300-step SFT, over 512 RL modules (--config.num_rl_modules=512), everything scored at
+temperature 1 (--config.eval_temperature=1.0): held-out 26 -> 21 of 232, probe 12 -> 13 of 64.
 """
 
 from experiments.configs import warm_start_tiny
