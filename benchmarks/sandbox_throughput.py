@@ -167,6 +167,7 @@ def run() -> dict:
       by_backend[backend] = {
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
+    startup = _startup_medians(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                              "shared_gpu_oom"))
@@ -174,7 +175,7 @@ def run() -> dict:
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "checks_alone": alone, "shared_gpu_oom": oom, "medians": by_backend,
-                     "rows": rows}
+                     "startup_medians": startup, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
           f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
@@ -186,6 +187,8 @@ def run() -> dict:
       print(f"{r['name'][:58]:58s} {r['status']:14s} {cells}")
     for backend, med in by_backend.items():
       print(f"median {backend}: " + ", ".join(f"{k} {v}" for k, v in med.items()))
+    for side, med in startup.items():  # what the build stage is made of
+      print(f"median {side} start-up steps (s): " + ", ".join(f"{k} {v}" for k, v in med.items()))
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -217,6 +220,18 @@ def run() -> dict:
   _write({"summary": summary, "results": results})
   print(json.dumps({k: v for k, v in summary.items() if k != "differences"}))
   return summary
+
+
+def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:
+  """Median seconds of each worker and judge start-up step (evidence["startup_seconds"]) over
+  the candidates that were built, in the order the steps ran."""
+  out = {}
+  for side in ("worker", "judge"):
+    steps = [((r.get("evidence") or {}).get("startup_seconds") or {}).get(side) or {}
+             for r in rows]
+    names = list(dict.fromkeys(name for s in steps for name in s))
+    out[side] = {name: _median([s[name] for s in steps if name in s]) for name in names}
+  return out
 
 
 def _write(payload: dict) -> None:

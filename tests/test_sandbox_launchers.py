@@ -218,3 +218,51 @@ def test_a_forked_worker_takes_its_own_temporary_directory(tmp_path):
   subprocess.run([sys.executable, str(probe)], check=True, cwd=repo, timeout=60,
                  env=dict(os.environ, PYTHONPATH=str(repo)))
   assert (tmp_path / "where.txt").read_text().startswith(str(workdir) + os.sep)
+
+
+def test_startup_seconds_add_up_to_the_build_stage(both):
+  """Every built candidate's verdict says where the time up to the build went: the worker's steps
+  in order, which together end before the judge had the build, and the judge's own."""
+  worker_steps = ["start", "setup", "imports", "device", "reference", "observers", "guard",
+                  "candidate_import"]
+  for launcher, verdicts in both.items():
+    built = [v for v in verdicts.values() if "build" in v.stage_seconds]
+    assert len(built) >= len(anticheat.HONEST), launcher
+    for v in built:
+      startup = v.evidence["startup_seconds"]
+      assert list(startup["worker"]) == worker_steps, (launcher, startup)
+      assert list(startup["judge"]) == ["imports", "device", "reference"], (launcher, startup)
+      steps = list(startup["worker"].values()) + list(startup["judge"].values())
+      assert all(s >= 0 for s in steps), (launcher, startup)
+      # The worker's steps are consecutive and end when it answers, before the judge reads it.
+      assert sum(startup["worker"].values()) <= v.stage_seconds["build"] + 2e-3, (launcher, v)
+
+
+def test_startup_seconds_drop_what_a_candidate_could_forge():
+  """The worker reports its steps after the candidate ran: only finite numbers are kept."""
+  from kernelzero_jax.sandbox.judge import startup_seconds  # pylint: disable=import-outside-toplevel
+  built = {"entered_at": 10.5, "seconds": float("nan"),
+           "startup_seconds": {"setup": 0.25, "imports": "fast", "device": True,
+                               "guard": float("inf"), "x" * 100: 1.0}}
+  out = startup_seconds(built, 10.0, {"device": 0.125})
+  assert out == {"worker": {"start": 0.5, "setup": 0.25, "x" * 32: 1.0},
+                 "judge": {"device": 0.125}}
+  assert startup_seconds({"startup_seconds": ["not", "a", "dict"], "entered_at": None}, 0.0,
+                         {}) == {"worker": {}, "judge": {}}
+
+
+def test_the_throughput_benchmark_takes_medians_of_each_startup_step():
+  from benchmarks.sandbox_throughput import _startup_medians  # pylint: disable=import-outside-toplevel
+  rows = [{"evidence": {"startup_seconds": {"worker": {"start": 1.0, "device": 3.0},
+                                            "judge": {"reference": 0.5}}}},
+          {"evidence": {"startup_seconds": {"worker": {"start": 2.0, "device": 5.0,
+                                                       "candidate_import": 0.25},
+                                            "judge": {"reference": 1.5}}}},
+          {"evidence": {"startup_seconds": {"worker": {"start": 4.0, "device": 4.0},
+                                            "judge": {}}}},
+          {"evidence": {}},  # never built (a static rejection)
+          {}]
+  assert _startup_medians(rows) == {
+      "worker": {"start": 2.0, "device": 4.0, "candidate_import": 0.25},
+      "judge": {"reference": 1.0}}
+  assert _startup_medians([]) == {"worker": {}, "judge": {}}

@@ -211,6 +211,26 @@ def checks_fit(input_bytes: int, slots: int, gpu_bytes: int) -> bool:
   return CHECK_MEMORY_FACTOR * input_bytes * slots <= CHECK_MEMORY_SHARE * gpu_bytes
 
 
+def startup_seconds(built: dict[str, Any], worker_started: float,
+                    judge_laps: dict[str, float]) -> dict[str, dict[str, float]]:
+  """Where the time up to a built candidate went, for evidence["startup_seconds"]: the worker's
+  steps in order (`start`: from the judge starting it to its entry point; then its own steps;
+  `candidate_import`: the candidate's module) and the judge's, which overlap the worker's.
+
+  The worker reports its steps after the candidate's code has run, so they are for reading
+  only, never for a verdict, and anything in them that is not a finite number is dropped."""
+  finite = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+  worker: dict[str, float] = {}
+  if finite(built.get("entered_at")):
+    worker["start"] = round(built["entered_at"] - worker_started, 4)
+  laps = built.get("startup_seconds")
+  if isinstance(laps, dict):
+    worker.update({str(k)[:32]: round(x, 4) for k, x in list(laps.items())[:16] if finite(x)})
+  if finite(built.get("seconds")):
+    worker["candidate_import"] = round(built["seconds"], 4)
+  return {"worker": worker, "judge": dict(judge_laps)}
+
+
 def gpu_lock(device_index: int, slots: int = 1):
   """The whole GPU (every slot): what timing needs, and what outside timers take too."""
   return gpu_slots(device_index, slots, exclusive=True)
@@ -288,10 +308,13 @@ class Judge:
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
   def _evaluate(self) -> None:
+    lap_at = time.perf_counter()
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
     self.torch, self.problem = torch, problem
     cfg, v = self.cfg, self.verdict
+    judge_laps = {"imports": round(time.perf_counter() - lap_at, 4)}
+    lap_at = time.perf_counter()
     v.stage = "device"
     if cfg.device == "cuda" and not torch.cuda.is_available():
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
@@ -301,6 +324,8 @@ class Judge:
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32
     torch.backends.cudnn.allow_tf32 = cfg.reference_tf32
     torch.set_grad_enabled(False)
+    judge_laps["device"] = round(time.perf_counter() - lap_at, 4)
+    lap_at = time.perf_counter()
 
     v.stage = "reference"
     try:
@@ -312,12 +337,14 @@ class Judge:
     except Exception as e:  # pylint: disable=broad-except
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
+    judge_laps["reference"] = round(time.perf_counter() - lap_at, 4)
 
     v.stage = "build"
     # The deadline counts from the worker's start; the build ran while the reference loaded.
     remaining = cfg.build_timeout_s - (time.perf_counter() - self.worker_started)
     built = self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
+    v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, judge_laps)
     if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
       v.evidence["build"] = list(built["build_log"])[:8]
     if self.pch_header:

@@ -77,10 +77,18 @@ def _setup_process(spec: dict[str, Any]) -> None:
 class _Worker:
   """Holds the state of one candidate between commands."""
 
-  def __init__(self, conn, spec):
+  def __init__(self, conn, spec, entered_at: float | None = None):
+    """`entered_at`: time.perf_counter() when the process entered worker_main (the clock is
+    the machine's monotonic one, so the judge can subtract its own readings from it)."""
+    self.entered_at = time.perf_counter() if entered_at is None else entered_at
+    # Seconds of each start-up step, in order, for the judge's evidence["startup_seconds"].
+    self.startup_seconds: dict[str, float] = {}
+    self._lap_at = self.entered_at
+    self._lap("setup")
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import evidence, problem, timing  # pylint: disable=import-outside-toplevel
     self.torch, self.evidence, self.problem, self.timing = torch, evidence, problem, timing
+    self._lap("imports")
     self.conn = conn
     self.spec = spec
     self.backend = spec["backend"]
@@ -91,6 +99,7 @@ class _Worker:
       torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
       self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
       self.timer = timing.Timer(self.device)
+    self._lap("device")
     self.build_log: list[str] = []
     if spec.get("fast_build"):  # before the candidate imports load_inline (fast_build.py)
       import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
@@ -99,6 +108,7 @@ class _Worker:
           cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append)
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
+    self._lap("reference")
     self.ops = evidence.OpRecorder()
     self.launches = evidence.LaunchRecorder()
     self.launches.op_recorder = self.ops
@@ -106,6 +116,7 @@ class _Worker:
     if self.device.type == "cpu":
       _make_autotune_work_in_interpreter()
     self._warm_up_observers()
+    self._lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
     self.candidate_path = os.path.join(spec["workdir"], "candidate.py")
     self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
@@ -115,6 +126,12 @@ class _Worker:
     self.model = None
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
+    self._lap("guard")
+
+  def _lap(self, step: str) -> None:
+    now = time.perf_counter()
+    self.startup_seconds[step] = round(now - self._lap_at, 4)
+    self._lap_at = now
 
   def _warm_up_observers(self) -> None:
     """Runs each observer once before the integrity snapshot: their first use imports modules
@@ -150,7 +167,8 @@ class _Worker:
     violations = self._tamper_violations()
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log}
+    return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
+            "entered_at": self.entered_at, "startup_seconds": self.startup_seconds}
 
   def init(self, seed: int) -> dict[str, Any]:
     self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
@@ -299,11 +317,12 @@ def _make_autotune_work_in_interpreter() -> None:
 def worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...] = ()) -> None:
   """Entry point of the worker process. `inherited_fds`: descriptors a forked worker got from
   its judge and must not keep (the judge's end of the pipe)."""
+  entered_at = time.perf_counter()
   try:
     for fd in inherited_fds:
       os.close(fd)
     _setup_process(spec)
-    worker = _Worker(conn, spec)
+    worker = _Worker(conn, spec, entered_at)
   except BaseException as e:  # pylint: disable=broad-except
     channel.send(conn, {"ok": False, "status": V.RUNTIME_ERROR,
                         "error": "worker setup failed: " + _error_tail(e), "setup": True},
