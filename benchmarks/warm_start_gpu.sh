@@ -7,7 +7,8 @@
 #
 # Installs ml_collections from .whl/ when the machine lacks it (pip download ml_collections
 # --no-deps -d .whl). Stops the run at $LIMIT_S seconds (default 540) so that what finished is
-# still copied; rerunning with the same workdir resumes.
+# still copied; rerunning with the same workdir resumes. Everything copied is also packed into
+# OUT_DIR.tar.gz, one file to fetch from a machine that returns only a few.
 set -uo pipefail
 out=${1:?output directory}; shift
 work=${WORKDIR:-/tmp/warm_start_gpu}
@@ -23,4 +24,5 @@ for stage in eval_sft eval_rl probe_sft probe_rl; do
   cp "$work/$stage/verdicts.jsonl" "$out/${stage}_verdicts.jsonl" 2>/dev/null
   cp "$work/$stage/report.md" "$out/${stage}_report.md" 2>/dev/null
 done
+tar czf "${out%/}.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 tail -c 3000 "$out/stdout.txt"; grep -v "^I1\|^W1" "$out/stderr.txt" | tail -5 | cut -c1-400
