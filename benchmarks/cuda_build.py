@@ -11,7 +11,9 @@ directory once per mode, one build at a time:
   ops    light, with only the per-operator headers of the operators the .cu names;
   pch    light, plus the precompiled torch/extension.h for main.cpp (built first, once per
          machine; its time is printed separately);
-  fast   all three: the sandbox's build (SandboxConfig.fast_build).
+  fast   all three: the sandbox's build (SandboxConfig.fast_build);
+  lite   the .cu against kz_torch_lite.h instead of torch's headers, main.cpp with the PCH
+         (sandbox/lite_build.py; SandboxConfig.lite_cuda_header), falling back to fast.
 Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
@@ -31,11 +33,12 @@ from absl import flags
 
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
-_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast"],
+_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite"],
                           "Build modes to time.")
-# mode: (the precompiled header, only the named operators' headers)
-_FAST_MODES = {"light": (False, False), "ops": (False, True), "pch": (True, False),
-               "fast": (True, True)}
+# mode: (the precompiled header, only the named operators' headers, the lite .cu header)
+_FAST_MODES = {"light": (False, False, False), "ops": (False, True, False),
+               "pch": (True, False, False), "fast": (True, True, False),
+               "lite": (True, True, True)}
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -77,6 +80,9 @@ def main(argv):
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
+    if "lite" in _MODES.value and not fast_build.lite_intact(header):
+      raise app.UsageError("the lite header's runtime did not build with the PCH (pch.json's "
+                           "lite_error says why)")
   rows = []
   for path in files:
     for i, call in enumerate(captured_calls(path)):
@@ -85,9 +91,10 @@ def main(argv):
         if mode == "plain":
           build = load_inline
         else:
-          pch, op_headers = _FAST_MODES[mode]
-          build = fast_build.fast_load_inline(load_inline, header if pch else None, log.append,
-                                              op_headers=op_headers)
+          pch, op_headers, lite = _FAST_MODES[mode]
+          build = fast_build.fast_load_inline(
+              load_inline, header if pch else None, log.append, op_headers=op_headers,
+              lite_object=fast_build.lite_object_of(header) if lite else None)
         args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                     build_directory=tempfile.mkdtemp(prefix="kz_build_"))
         t0 = time.perf_counter()

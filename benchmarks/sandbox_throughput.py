@@ -5,8 +5,8 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 
 A path is LAUNCHER:BUILD[:REFERENCE][:gpuN]: judges forked from the warm server (`zygote`) or
 started as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header
-and the light .cu header (`fast`, sandbox/fast_build.py) or as `load_inline` builds them
-(`plain`); the reference's checks and timing measured once and shared with the other judges of
+and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h
+first (`lite`, sandbox/lite_build.py), or as `load_inline` builds them (`plain`); the reference's checks and timing measured once and shared with the other judges of
 the same reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every
 judge (`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
 always has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header
@@ -115,21 +115,21 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
   return jobs, meta
 
 
-def parse_path(path: str) -> tuple[str, str, bool, bool, int | None]:
+def parse_path(path: str) -> tuple[str, str, bool, bool, int | None, bool]:
   """'LAUNCHER:BUILD[:REFERENCE][:gpuN]' -> (path, launcher, fast build?, reuse the reference?,
-  judges checking on the GPU at once, or None for --gpu_concurrency's)."""
+  judges checking on the GPU at once, or None for --gpu_concurrency's, lite .cu header?)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
   reference = extra.pop(0) if extra else "reuse"
-  if (launcher not in LAUNCHERS or build not in ("fast", "plain")
+  if (launcher not in LAUNCHERS or build not in ("fast", "lite", "plain")
       or reference not in ("reuse", "measure") or extra):
     raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN] with a "
-                         f"launcher of {LAUNCHERS}, a build of fast, plain, a reference of "
+                         f"launcher of {LAUNCHERS}, a build of fast, lite, plain, a reference of "
                          "reuse, measure and N >= 1 judges checking on the GPU at once")
-  return path, launcher, build == "fast", reference == "reuse", concurrency
+  return path, launcher, build != "plain", reference == "reuse", concurrency, build == "lite"
 
 
 def _median(values: list[float]) -> float | None:
@@ -151,9 +151,10 @@ def run() -> dict:
     print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
           "(built once per machine)")
   results = {}
-  for name, launcher, fast, reuse, concurrency in paths:
+  for name, launcher, fast, reuse, concurrency, lite in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
-                                 gpu_concurrency=concurrency or base.gpu_concurrency)
+                                 gpu_concurrency=concurrency or base.gpu_concurrency,
+                                 lite_cuda_header=lite)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging

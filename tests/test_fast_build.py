@@ -233,6 +233,25 @@ def test_a_real_precompiled_header_is_valid_for_load_inline_builds(tmp_path):
   assert log == ["fast build (precompiled header)"]
   assert torch.equal(module.twice(torch.arange(4.0)), torch.arange(4.0) * 2)
 
+  # Beside it, the lite header's runtime, compiled with the same flags, links into an extension
+  # whose second translation unit sees only the lite header.
+  from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
+  assert fast_build.lite_intact(header) and recorded["lite"] is not None
+  (tmp_path / "main.cpp").write_text(
+      "#include <torch/extension.h>\ntorch::Tensor halve(torch::Tensor x);\n"
+      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"halve\", &halve); }\n")
+  (tmp_path / "lite.cpp").write_text(
+      '#include "kz_torch_lite.h"\ntorch::Tensor halve(torch::Tensor x) {\n'
+      "  auto y = torch::empty_like(x);\n"
+      "  for (int64_t i = 0; i < x.numel(); ++i) y.data_ptr<float>()[i] = x.data_ptr<float>()[i] / 2;\n"
+      "  return y;\n}\n")
+  lite = load("kz_lite_runtime_test", [str(tmp_path / "main.cpp"), str(tmp_path / "lite.cpp")],
+              extra_include_paths=[lite_build.LITE_DIR],
+              extra_ldflags=[fast_build.lite_object_of(header)],
+              build_directory=str(tmp_path))
+  assert torch.equal(lite.halve(torch.arange(4.0)), torch.arange(4.0) / 2)
+
 
 def test_a_pch_changed_after_its_build_is_not_used(tmp_path):
   """A candidate's compiler flags can write outside its directory (-o, -MF): a PCH that is not

@@ -57,6 +57,9 @@ class SandboxConfig:
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).
   fast_build: bool = True
+  # CUDA candidates, with fast_build: build a .cu that uses only what kz_torch_lite.h declares
+  # against it instead of torch's headers, falling back to the fast build (lite_build.py).
+  lite_cuda_header: bool = False
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

@@ -26,6 +26,8 @@ changes cut it without touching what the candidate computes:
 `fast_load_inline` wraps `torch.utils.cpp_extension.load_inline`: it builds with these changes,
 and when that build fails for any reason it builds again exactly as asked, so a candidate that
 compiles the plain way still compiles, and one that does not still fails with the plain error.
+Given the lite runtime, it first tries the .cu against kz_torch_lite.h instead of torch's headers
+(lite_build.py; SandboxConfig.lite_cuda_header); the runtime is compiled here, beside the PCH.
 
 The PCH is built by trusted processes only (the sandbox pool, before any candidate runs in that
 cache), into a temporary directory renamed into place; workers only read it.
@@ -45,6 +47,8 @@ import subprocess
 import sys
 import tempfile
 from typing import Any, Callable
+
+from kernelzero_jax.sandbox import lite_build
 
 _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$',
                                 re.MULTILINE)
@@ -136,8 +140,16 @@ def cache_key(with_cuda: bool) -> str:
   import torch  # pylint: disable=import-outside-toplevel
   cxx = os.environ.get("CXX", "c++")
   parts = [torch.__version__, sys.version, cxx, _compiler_version(cxx), f"cuda={with_cuda}",
-           os.environ.get("TORCH_CUDA_ARCH_LIST", "")]
+           os.environ.get("TORCH_CUDA_ARCH_LIST", ""), _file_digest(lite_build.RUNTIME_SOURCE)]
   return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def _file_digest(path: str) -> str:
+  try:
+    with open(path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()[:16]
+  except OSError:
+    return ""
 
 
 def _cflags_from_ninja(path: str) -> tuple[str, list[str]]:
@@ -178,8 +190,15 @@ def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
   proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
   if proc.returncode != 0:
     raise RuntimeError(f"building the PCH failed: {proc.stderr[-2000:]}")
+  # The lite header's runtime (lite_build.py), with the same flags; optional: without it the
+  # lite build is skipped, nothing else.
+  lite = subprocess.run(lite_build.runtime_compile_command(cxx, cflags, out_dir, with_cuda),
+                        capture_output=True, text=True, timeout=timeout_s)
+  lite_object = os.path.join(out_dir, lite_build.RUNTIME_OBJECT)
   with open(os.path.join(out_dir, "pch.json"), "w", encoding="utf-8") as f:
-    json.dump({"cxx": cxx, "cflags": cflags, "gch": _fingerprint(header + ".gch")}, f, indent=1)
+    json.dump({"cxx": cxx, "cflags": cflags, "gch": _fingerprint(header + ".gch"),
+               "lite": _fingerprint(lite_object) if lite.returncode == 0 else None,
+               "lite_error": lite.stderr[-2000:] if lite.returncode else None}, f, indent=1)
   shutil.rmtree(probe_dir, ignore_errors=True)
   return header
 
@@ -203,6 +222,20 @@ def pch_intact(header: str) -> bool:
   except (OSError, ValueError):
     return False
   return recorded is not None and recorded == _fingerprint(header + ".gch")
+
+
+def lite_intact(header: str) -> bool:
+  """Whether the lite runtime object beside the PCH `header` is the one its builder wrote."""
+  try:
+    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+      recorded = json.load(f).get("lite")
+  except (OSError, ValueError):
+    return False
+  return recorded is not None and recorded == _fingerprint(lite_object_of(header))
+
+
+def lite_object_of(header: str) -> str:
+  return os.path.join(os.path.dirname(header), lite_build.RUNTIME_OBJECT)
 
 
 def ready_pch(cache_dir: str, with_cuda: bool) -> str | None:
@@ -238,13 +271,42 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
 
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      log: Callable[[str], None] = lambda _: None,
-                     op_headers: bool = True) -> Callable[..., Any]:
+                     op_headers: bool = True,
+                     lite_object: str | None = None) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
-  the operators the .cu names first, and exactly as asked if that fails."""
+  the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
+  (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
+  before all that."""
   signature = inspect.signature(load_inline)
+
+  def lite_attempt(arguments: dict[str, Any]) -> Any:
+    """The module built with the lite .cu header, or None if that is not possible here."""
+    cuda = arguments.get("cuda_sources")
+    if not (lite_object and cuda):
+      return None
+    sources = lite_build.lite_cuda_sources([cuda] if isinstance(cuda, str) else list(cuda))
+    if sources is None:
+      return None
+    lite = dict(arguments, cuda_sources=sources,
+                extra_include_paths=[lite_build.LITE_DIR,
+                                     *(arguments.get("extra_include_paths") or [])],
+                extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
+    if pch_header:
+      lite["extra_cflags"] = ["-include", pch_header, *(lite.get("extra_cflags") or [])]
+    try:
+      module = load_inline(**lite)
+    except Exception as e:  # pylint: disable=broad-except
+      log(f"lite build failed ({type(e).__name__}); building with torch's headers")
+      return None
+    log("lite build (kz_torch_lite.h for the .cu" + (", precompiled header)" if pch_header
+                                                     else ")"))
+    return module
 
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
+    module = lite_attempt(dict(bound.arguments))
+    if module is not None:
+      return module
     fast = dict(bound.arguments)
     changes = []
     op_dir = None

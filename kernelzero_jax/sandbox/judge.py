@@ -250,6 +250,7 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
+    self.lite_object: str | None = None  # and the lite header's runtime (lite_build.py)
     # Facts about the reference that other judges of the same reference and config measured,
     # shared through `facts_path` (SandboxPool) and read when this judge needs them.
     self.known: dict[str, Any] = {}
@@ -304,6 +305,8 @@ class Judge:
                                              with_cuda=True)
       spec["fast_build"] = True
       spec["pch_header"] = self.pch_header
+      if cfg.lite_cuda_header and self.pch_header and fast_build.lite_intact(self.pch_header):
+        self.lite_object = spec["lite_object"] = fast_build.lite_object_of(self.pch_header)
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
@@ -352,6 +355,10 @@ class Judge:
       if not fast_build.pch_intact(self.pch_header):
         raise StageFailure(V.REJECTED, "the build changed the shared precompiled header "
                            f"{self.pch_header}.gch (compiler flags that write outside the build "
+                           "directory)")
+      if self.lite_object and not fast_build.lite_intact(self.pch_header):
+        raise StageFailure(V.REJECTED, "the build changed the shared lite runtime "
+                           f"{self.lite_object} (compiler flags that write outside the build "
                            "directory)")
 
     cuda = self.device.type == "cuda"

@@ -105,7 +105,8 @@ class _Worker:
       import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       cpp_extension.load_inline = fast_build.fast_load_inline(
-          cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append)
+          cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append,
+          lite_object=spec.get("lite_object"))
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
     self._lap("reference")

@@ -1,0 +1,138 @@
+// The other side of kz_torch_lite.h: each kz_lite_* function does what the header's name does,
+// with torch's real implementation. Compiled once per machine, with torch's headers, into an
+// object that every lite-built candidate extension links (sandbox/lite_build.py).
+// KZ_LITE_WITH_CUDA adds the CUDA stream (torch's CUDA libraries must then be linked).
+#include <ATen/ATen.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+#ifdef KZ_LITE_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <new>
+#include <string>
+
+// The header hard-codes torch's enum values: they must be these.
+static_assert(sizeof(at::Tensor) == sizeof(void*), "at::Tensor is one intrusive pointer");
+static_assert(alignof(at::Tensor) == alignof(void*), "at::Tensor is one intrusive pointer");
+static_assert(static_cast<int>(c10::ScalarType::Byte) == 0, "ScalarType::Byte");
+static_assert(static_cast<int>(c10::ScalarType::Char) == 1, "ScalarType::Char");
+static_assert(static_cast<int>(c10::ScalarType::Short) == 2, "ScalarType::Short");
+static_assert(static_cast<int>(c10::ScalarType::Int) == 3, "ScalarType::Int");
+static_assert(static_cast<int>(c10::ScalarType::Long) == 4, "ScalarType::Long");
+static_assert(static_cast<int>(c10::ScalarType::Half) == 5, "ScalarType::Half");
+static_assert(static_cast<int>(c10::ScalarType::Float) == 6, "ScalarType::Float");
+static_assert(static_cast<int>(c10::ScalarType::Double) == 7, "ScalarType::Double");
+static_assert(static_cast<int>(c10::ScalarType::Bool) == 11, "ScalarType::Bool");
+static_assert(static_cast<int>(c10::ScalarType::BFloat16) == 15, "ScalarType::BFloat16");
+static_assert(static_cast<int>(c10::DeviceType::CPU) == 0, "DeviceType::CPU");
+static_assert(static_cast<int>(c10::DeviceType::CUDA) == 1, "DeviceType::CUDA");
+
+namespace {
+
+const at::Tensor& T(const void* p) { return *static_cast<const at::Tensor*>(p); }
+at::Tensor& M(void* p) { return *static_cast<at::Tensor*>(p); }
+// `out`: a Tensor the header default-constructed (undefined) to receive the result.
+void put(void* out, at::Tensor t) { M(out) = std::move(t); }
+
+at::TensorOptions options(int8_t dtype, int8_t device_type, int8_t device_index) {
+  at::TensorOptions o;
+  if (dtype >= 0) o = o.dtype(static_cast<c10::ScalarType>(dtype));
+  if (device_type >= 0) {
+    o = o.device(c10::Device(static_cast<c10::DeviceType>(device_type), device_index));
+  }
+  return o;
+}
+
+template <typename T>
+void* typed_data_ptr(const at::Tensor& t) { return t.data_ptr<T>(); }
+
+}  // namespace
+
+extern "C" {
+
+void kz_lite_tensor_undefined(void* out) { new (out) at::Tensor(); }
+void kz_lite_tensor_copy(void* out, const void* src) { new (out) at::Tensor(T(src)); }
+void kz_lite_tensor_move(void* out, void* src) { new (out) at::Tensor(std::move(M(src))); }
+void kz_lite_tensor_assign(void* self, const void* src) { M(self) = T(src); }
+void kz_lite_tensor_move_assign(void* self, void* src) { M(self) = std::move(M(src)); }
+void kz_lite_tensor_destroy(void* self) { M(self).~Tensor(); }
+int kz_lite_defined(const void* self) { return T(self).defined(); }
+int64_t kz_lite_numel(const void* self) { return T(self).numel(); }
+int64_t kz_lite_dim(const void* self) { return T(self).dim(); }
+int64_t kz_lite_size(const void* self, int64_t dim) { return T(self).size(dim); }
+int64_t kz_lite_stride(const void* self, int64_t dim) { return T(self).stride(dim); }
+const int64_t* kz_lite_sizes(const void* self, size_t* n) {
+  auto s = T(self).sizes();
+  *n = s.size();
+  return s.data();
+}
+const int64_t* kz_lite_strides(const void* self, size_t* n) {
+  auto s = T(self).strides();
+  *n = s.size();
+  return s.data();
+}
+int64_t kz_lite_element_size(const void* self) { return T(self).element_size(); }
+int kz_lite_is_cuda(const void* self) { return T(self).is_cuda(); }
+int kz_lite_is_contiguous(const void* self) { return T(self).is_contiguous(); }
+int8_t kz_lite_scalar_type(const void* self) {
+  return static_cast<int8_t>(T(self).scalar_type());
+}
+void kz_lite_device(const void* self, int8_t* type, int8_t* index) {
+  const c10::Device d = T(self).device();
+  *type = static_cast<int8_t>(d.type());
+  *index = d.index();
+}
+void* kz_lite_data_ptr(const void* self, int8_t expected, int typed) {
+  const at::Tensor& t = T(self);
+  if (!typed) return t.data_ptr();
+  // torch's own data_ptr<T>, with its own checks (dtype, storage) and messages.
+  switch (static_cast<c10::ScalarType>(expected)) {
+    case c10::ScalarType::Byte: return typed_data_ptr<uint8_t>(t);
+    case c10::ScalarType::Char: return typed_data_ptr<int8_t>(t);
+    case c10::ScalarType::Short: return typed_data_ptr<int16_t>(t);
+    case c10::ScalarType::Int: return typed_data_ptr<int32_t>(t);
+    case c10::ScalarType::Long: return typed_data_ptr<int64_t>(t);
+    case c10::ScalarType::Float: return typed_data_ptr<float>(t);
+    case c10::ScalarType::Double: return typed_data_ptr<double>(t);
+    case c10::ScalarType::Bool: return typed_data_ptr<bool>(t);
+    default: TORCH_CHECK(false, "kz_torch_lite: data_ptr of an unsupported type");
+  }
+}
+void kz_lite_contiguous(void* out, const void* self) { put(out, T(self).contiguous()); }
+void kz_lite_view(void* out, const void* self, const int64_t* sizes, size_t n, int reshape) {
+  const at::IntArrayRef shape(sizes, n);
+  put(out, reshape ? T(self).reshape(shape) : T(self).view(shape));
+}
+void kz_lite_new(void* out, const int64_t* sizes, size_t n, int8_t dtype, int8_t device_type,
+                 int8_t device_index, int fill) {
+  const at::IntArrayRef shape(sizes, n);
+  const at::TensorOptions o = options(dtype, device_type, device_index);
+  put(out, fill == 1 ? at::zeros(shape, o) : fill == 2 ? at::ones(shape, o) : at::empty(shape, o));
+}
+void kz_lite_new_like(void* out, const void* self, int8_t dtype, int8_t device_type,
+                      int8_t device_index, int fill) {
+  const at::TensorOptions o = options(dtype, device_type, device_index);
+  const at::Tensor& t = T(self);
+  put(out, fill == 1 ? at::zeros_like(t, o) : fill == 2 ? at::ones_like(t, o)
+                                                         : at::empty_like(t, o));
+}
+void kz_lite_check_failed(const char* file, int line, const char* condition,
+                          const char* message) {
+  // The message torch's TORCH_CHECK gives: the caller's text, or its default without one.
+  const std::string text = (message && *message)
+      ? std::string(message)
+      : std::string("Expected ") + condition + " to be true, but got false.  (Could this error "
+        "message be improved?  If so, please report an enhancement request to PyTorch.)";
+  throw c10::Error({__func__, file, static_cast<uint32_t>(line)}, text);
+}
+void* kz_lite_current_stream(int8_t device_index) {
+#ifdef KZ_LITE_WITH_CUDA
+  return c10::cuda::getCurrentCUDAStream(device_index).stream();
+#else
+  (void)device_index;
+  TORCH_CHECK(false, "kz_torch_lite: built without CUDA");
+#endif
+}
+
+}  // extern "C"

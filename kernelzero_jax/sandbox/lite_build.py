@@ -1,0 +1,60 @@
+"""CUDA candidates built against kz_torch_lite.h instead of torch's headers (the .cu only).
+
+nvcc parses a .cu three times (cudafe++, cicc, the host compiler), and with torch/extension.h,
+or even torch/types.h and only the operators it names (fast_build.py), that parsing is nearly
+all of a candidate's build. `lite/kz_torch_lite.h` declares the part of torch's C++ API that
+kernel files use (at::Tensor and its common methods, empty/zeros/ones(_like), TensorOptions,
+dtypes and devices, TORCH_CHECK, AT_DISPATCH_FLOATING_TYPES, the current CUDA stream, the CUDA
+error checks) with torch's names, layout and meaning; each operation calls a kz_lite_* function
+of `lite/kz_torch_lite_runtime.cpp`, compiled with torch's real headers once per machine next to
+the precompiled header (fast_build.build_pch) and linked into every lite-built extension.
+
+`lite_cuda_sources` swaps a .cu's torch includes for the lite header; a .cu that includes any
+other torch, ATen or c10 header (say CUDAGuard.h) is not lite-built. A .cu that uses a name the
+lite header lacks fails to compile, and fast_build.fast_load_inline builds it again the next way
+(operator headers and the PCH, then exactly as asked): the lite build only ever saves time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+LITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lite")
+LITE_HEADER = "kz_torch_lite.h"
+RUNTIME_SOURCE = os.path.join(LITE_DIR, "kz_torch_lite_runtime.cpp")
+RUNTIME_OBJECT = "kz_torch_lite_runtime.o"
+# The torch headers whose use in a kernel file the lite header covers.
+_COVERED = ("torch/extension.h", "torch/types.h", "torch/torch.h", "ATen/ATen.h",
+            "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "c10/cuda/CUDAException.h")
+_TORCH_INCLUDE = re.compile(
+    r'^[ \t]*#[ \t]*include[ \t]*[<"]((?:torch|ATen|c10|caffe2)/[^>"]+)[>"][^\n]*$', re.MULTILINE)
+
+
+def lite_cuda_source(source: str) -> str | None:
+  """`source` with its torch includes replaced by the lite header, or None when it includes a
+  torch header the lite header does not cover, or none at all."""
+  includes = _TORCH_INCLUDE.findall(source)
+  if not includes or any(path not in _COVERED for path in includes):
+    return None
+  first = True
+
+  def replace(_match: re.Match) -> str:
+    nonlocal first
+    line, first = (f'#include "{LITE_HEADER}"' if first else ""), False
+    return line
+
+  return _TORCH_INCLUDE.sub(replace, source)
+
+
+def lite_cuda_sources(sources: list[str]) -> list[str] | None:
+  """Every .cu of an extension lite, or None if one of them cannot be."""
+  lite = [lite_cuda_source(s) for s in sources]
+  return None if any(x is None for x in lite) else lite
+
+
+def runtime_compile_command(cxx: str, cflags: list[str], out_dir: str,
+                            with_cuda: bool) -> list[str]:
+  """The command that compiles the runtime with a candidate build's own C++ flags."""
+  return [cxx, "-c", *cflags, *(["-DKZ_LITE_WITH_CUDA"] if with_cuda else []), RUNTIME_SOURCE,
+          "-o", os.path.join(out_dir, RUNTIME_OBJECT)]

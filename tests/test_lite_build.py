@@ -1,0 +1,284 @@
+"""CUDA builds against kz_torch_lite.h (sandbox/lite_build.py, sandbox/lite/).
+
+On the CPU: the same C++ source, compiled once against the lite header and once against torch's,
+in one extension (so torch's at::Tensor and the lite one meet in one library, as main.cpp and a
+lite .cu do), gives the same results and the same errors on the same tensors; the honest CUDA
+candidates' kernel files compile against the lite header with nvcc; the lite build is tried
+first and falls back to the fast build when it fails.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from kernelzero_jax.sandbox import fast_build
+from kernelzero_jax.sandbox import lite_build
+
+CANDIDATES = pathlib.Path(__file__).parent.parent / "benchmarks" / "candidates" / "honest"
+
+KERNEL = """#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(float* x) { x[0] = 1.f; }
+"""
+
+
+def test_the_torch_includes_become_one_lite_include():
+  lite = lite_build.lite_cuda_source(KERNEL)
+  assert lite.splitlines() == ['#include "kz_torch_lite.h"', "",
+                               "__global__ void k(float* x) { x[0] = 1.f; }"]
+
+
+@pytest.mark.parametrize("source", [
+    "#include <cuda_runtime.h>\n__global__ void k() {}\n",  # no torch header: nothing to gain
+    KERNEL + "#include <c10/cuda/CUDAGuard.h>\n",  # a header the lite one does not cover
+    KERNEL.replace("ATen/cuda/CUDAContext.h", "ATen/native/cuda/Loops.cuh"),
+])
+def test_sources_the_lite_header_cannot_serve_are_not_rewritten(source):
+  assert lite_build.lite_cuda_source(source) is None
+  assert lite_build.lite_cuda_sources([KERNEL, source]) is None
+
+
+# One body, two translation units: KZ(name) names its functions after the header it saw.
+BODY = r"""
+std::vector<int64_t> KZ(geometry)(torch::Tensor x) {
+  std::vector<int64_t> out = {x.numel(), x.dim(), x.ndimension(), x.element_size(),
+                              x.is_contiguous(), x.is_cuda(), (int64_t)x.scalar_type(),
+                              x.device().is_cpu(), x.get_device(), x.defined()};
+  for (auto s : x.sizes().vec()) out.push_back(s);
+  for (auto s : x.strides()) out.push_back(s);
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    out.push_back(x.size(d)); out.push_back(x.stride(d)); out.push_back(x.size(-1 - d));
+  }
+  return out;
+}
+
+torch::Tensor KZ(make)(torch::Tensor x, int64_t which) {
+  switch (which) {
+    case 0: return torch::zeros({2, 3}, torch::TensorOptions().dtype(torch::kFloat64));
+    case 1: return torch::ones({4}, x.options());
+    case 2: return torch::zeros_like(x);
+    case 3: return torch::ones_like(x, torch::dtype(torch::kInt32));
+    case 4: return torch::empty_like(x);
+    case 5: return torch::empty(x.sizes(), x.options());
+    case 6: return x.contiguous();
+    case 7: return x.reshape({-1});
+    case 8: return x.view({x.numel()});
+    case 9: return torch::zeros({0}, torch::kFloat32);
+    case 10: return torch::ones({2, 2}, torch::kCPU);
+    default: {
+      torch::Tensor a = x, b;
+      b = a;
+      torch::Tensor c(std::move(b));
+      b = std::move(c);
+      return b;
+    }
+  }
+}
+
+double KZ(total)(torch::Tensor x) {
+  double total = 0;
+  torch::Tensor y = x.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "total", [&] {
+    const scalar_t* p = y.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < y.numel(); ++i) total += p[i];
+  });
+  return total;
+}
+
+int64_t KZ(check)(torch::Tensor x, int64_t which) {
+  if (which == 0) TORCH_CHECK(x.dim() == 1, "need 1-D, got ", x.dim(), "-D ", x.scalar_type());
+  if (which == 1) TORCH_CHECK(x.is_contiguous());
+  if (which == 2) return x.data_ptr<float>() != nullptr;
+  if (which == 3) return x.data_ptr<int64_t>() != nullptr;
+  if (which == 4) return x.const_data_ptr<double>() != nullptr;
+  return 1;
+}
+"""
+NAMES = ("geometry", "make", "total", "check")
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+  """The extension: bindings (torch's headers), the body twice, the lite runtime."""
+  from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
+  src = tmp_path_factory.mktemp("lite_src")
+  (src / "lite.cpp").write_text('#include "kz_torch_lite.h"\n#define KZ(name) lite_##name\n'
+                                + BODY)
+  (src / "real.cpp").write_text("#include <torch/types.h>\n#define KZ(name) real_##name\n" + BODY)
+  declarations = re.findall(r"^(\S[^\n]*KZ\(\w+\)\([^)]*\))", BODY, re.MULTILINE)
+  main = ["#include <torch/extension.h>"]
+  for prefix in ("lite", "real"):
+    main += [d.replace("KZ(", f"{prefix}_").replace(")(", "(", 1) + ";" for d in declarations]
+  main.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+  main += [f'  m.def("{p}_{n}", &{p}_{n});' for p in ("lite", "real") for n in NAMES]
+  main.append("}")
+  (src / "main.cpp").write_text("\n".join(main) + "\n")
+  return load("kz_lite_parity", [str(src / "main.cpp"), str(src / "lite.cpp"),
+                                 str(src / "real.cpp"), lite_build.RUNTIME_SOURCE],
+              extra_include_paths=[lite_build.LITE_DIR],
+              build_directory=str(tmp_path_factory.mktemp("lite_build")))
+
+
+TENSORS = {
+    "float": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+    "transposed": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(),
+    "double": torch.linspace(-1, 1, 5, dtype=torch.float64),
+    "int": torch.arange(4, dtype=torch.int32),
+    "long": torch.arange(3),
+    "scalar": torch.tensor(2.5),
+    "empty": torch.zeros(0, 3),
+}
+
+
+def _outcome(fn, *args):
+  try:
+    out = fn(*args)
+  except RuntimeError as e:
+    return ("error", str(e).splitlines()[0])
+  if isinstance(out, torch.Tensor):
+    return ("tensor", out.dtype, tuple(out.shape), out.stride(), out.device)
+  return ("value", out)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("tensor", list(TENSORS))
+def test_the_lite_header_and_torchs_agree(both, tensor):
+  x = TENSORS[tensor]
+  assert _outcome(both.lite_geometry, x) == _outcome(both.real_geometry, x)
+  assert _outcome(both.lite_total, x) == _outcome(both.real_total, x)
+  for which in range(12):
+    lite, real = _outcome(both.lite_make, x, which), _outcome(both.real_make, x, which)
+    assert lite == real, (which, lite, real)
+    if lite[0] == "tensor" and which not in (4, 5):  # empty* has no defined values
+      assert torch.equal(both.lite_make(x, which), both.real_make(x, which)), which
+  for which in range(5):
+    assert _outcome(both.lite_check, x, which) == _outcome(both.real_check, x, which), which
+
+
+def test_tensors_cross_the_lite_code_without_leaks_or_copies(both):
+  import sys  # pylint: disable=import-outside-toplevel
+  x = torch.arange(5.0)
+  before = sys.getrefcount(x)
+  for _ in range(100):
+    same = both.lite_make(x, 11)  # copy, assign, move in the lite code: the same tensor back
+    assert same.data_ptr() == x.data_ptr()
+    del same
+    both.lite_geometry(x)
+  assert sys.getrefcount(x) == before
+  reshaped = both.lite_make(x, 7)
+  assert reshaped.data_ptr() == x.data_ptr()  # a view, as torch's reshape gives
+
+
+def test_the_errors_are_torchs(both):
+  x = TENSORS["double"]
+  assert _outcome(both.lite_check, x, 2) == ("error", "expected scalar type Float but found Double")
+  assert _outcome(both.lite_check, TENSORS["float"], 0) == ("error", "need 1-D, got 2-D Float")
+  assert _outcome(both.lite_total, TENSORS["int"]) == ("error",
+                                                        "\"total\" not implemented for 'Int'")
+  assert _outcome(both.lite_check, TENSORS["transposed"], 1)[1].startswith(
+      "Expected x.is_contiguous() to be true, but got false.")
+
+
+NVCC = shutil.which("nvcc")
+
+
+def _cuda_source(path: pathlib.Path) -> str:
+  return re.search(r'cuda_src\w* = r?"""(.*?)"""', path.read_text(), re.DOTALL).group(1)
+
+
+def _nvcc(source: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+  cu = tmp_path / "k.cu"
+  cu.write_text(source)
+  return subprocess.run([NVCC, "-std=c++17", "-O3", "--expt-relaxed-constexpr",
+                         "-gencode=arch=compute_90,code=sm_90", f"-I{lite_build.LITE_DIR}",
+                         "-c", str(cu), "-o", str(tmp_path / "k.o")],
+                        capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("candidate", sorted(p.name for p in CANDIDATES.glob("*_cuda.py")))
+def test_honest_kernel_files_compile_against_the_lite_header(candidate, tmp_path):
+  lite = lite_build.lite_cuda_source(_cuda_source(CANDIDATES / candidate))
+  assert lite is not None
+  proc = _nvcc(lite, tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_a_name_the_lite_header_lacks_fails_to_compile(tmp_path):
+  """...so fast_load_inline builds that .cu with torch's headers instead."""
+  source = KERNEL + "torch::Tensor f(torch::Tensor x) { return x.transpose(0, 1); }\n"
+  proc = _nvcc(lite_build.lite_cuda_source(source), tmp_path)
+  assert proc.returncode != 0 and "transpose" in proc.stderr
+
+
+class RecordingLoadInline:
+  """load_inline's arguments as the build sees them; the first `failures` calls fail."""
+
+  def __init__(self, failures=0):
+    self.calls, self.failures = [], failures
+
+  def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+               extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None):
+    self.calls.append(dict(cuda_sources=cuda_sources, extra_cflags=extra_cflags,
+                           extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                           extra_include_paths=extra_include_paths))
+    if len(self.calls) <= self.failures:
+      raise RuntimeError("Error building extension")
+    return f"module {len(self.calls)}"
+
+
+def test_the_lite_build_comes_first():
+  fake, log = RecordingLoadInline(), []
+  load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
+  assert load("ext", "", KERNEL, extra_ldflags=["-lfoo"]) == "module 1"
+  (call,) = fake.calls
+  assert call["cuda_sources"] == [lite_build.lite_cuda_source(KERNEL)]
+  assert call["extra_include_paths"] == [lite_build.LITE_DIR]
+  assert call["extra_ldflags"] == ["-lfoo", "/cache/rt.o"]
+  assert call["extra_cflags"] == ["-include", "/cache/h.h"]
+  assert log == ["lite build (kz_torch_lite.h for the .cu, precompiled header)"]
+
+
+def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
+  fake, log = RecordingLoadInline(failures=2), []
+  load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
+  assert load("ext", "", KERNEL) == "module 3"
+  lite, fast, plain = fake.calls
+  assert lite["extra_ldflags"] == ["/cache/rt.o"]
+  assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL)]
+  assert fast["extra_ldflags"] is None and plain["extra_ldflags"] is None
+  assert plain["cuda_sources"] == KERNEL and plain["extra_cflags"] is None
+  assert log[0] == "lite build failed (RuntimeError); building with torch's headers"
+
+
+@pytest.mark.parametrize("lite_object, source", [(None, KERNEL),
+                                                 ("/cache/rt.o", KERNEL + "#include <c10/cuda/CUDAGuard.h>\n")])
+def test_no_lite_build_without_the_runtime_or_for_an_uncovered_header(lite_object, source):
+  fake = RecordingLoadInline()
+  load = fast_build.fast_load_inline(fake, None, lite_object=lite_object)
+  load("ext", "", source)
+  assert len(fake.calls) == 1 and fake.calls[0]["extra_include_paths"] is None
+
+
+def test_a_lite_runtime_changed_after_its_build_is_not_used(tmp_path):
+  """Like the PCH: a candidate's flags could overwrite the shared runtime object."""
+  import json  # pylint: disable=import-outside-toplevel
+  header = tmp_path / fast_build.PCH_HEADER
+  runtime = tmp_path / lite_build.RUNTIME_OBJECT
+  runtime.write_bytes(b"object")
+  fingerprint = fast_build._fingerprint(str(runtime))  # pylint: disable=protected-access
+  (tmp_path / "pch.json").write_text(json.dumps({"lite": fingerprint}))
+  assert fast_build.lite_intact(str(header))
+  assert fast_build.lite_object_of(str(header)) == str(runtime)
+  runtime.write_bytes(b"another object")
+  assert not fast_build.lite_intact(str(header))
+  (tmp_path / "pch.json").write_text(json.dumps({"lite": None}))  # its build had failed
+  assert not fast_build.lite_intact(str(header))
