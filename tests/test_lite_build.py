@@ -36,7 +36,7 @@ def test_the_torch_includes_become_one_lite_include():
 
 @pytest.mark.parametrize("source", [
     "#include <cuda_runtime.h>\n__global__ void k() {}\n",  # no torch header: nothing to gain
-    KERNEL + "#include <c10/cuda/CUDAGuard.h>\n",  # a header the lite one does not cover
+    KERNEL + "#include <ATen/cuda/Atomic.cuh>\n",  # a header the lite one does not cover
     KERNEL.replace("ATen/cuda/CUDAContext.h", "ATen/native/cuda/Loops.cuh"),
 ])
 def test_sources_the_lite_header_cannot_serve_are_not_rewritten(source):
@@ -91,6 +91,43 @@ double KZ(total)(torch::Tensor x) {
   return total;
 }
 
+torch::Tensor KZ(ops)(torch::Tensor x, int64_t which) {
+  switch (which) {
+    case 0: { auto y = torch::empty_like(x); y.fill_(2.5); return y; }
+    case 1: { auto y = torch::ones_like(x); y.zero_(); return y; }
+    case 2: return x.to(torch::kFloat64);
+    case 3: return x.dim() == 2 ? x.t() : x.to(torch::kInt64);
+    case 4: return x.dim() >= 2 ? x.transpose(0, 1) : x.transpose(0, 0);
+    case 5: return torch::zeros({2}, x.dtype());
+    default:
+      return torch::ones({1}, torch::TensorOptions().dtype(x.dtype()).device(at::device_of(x)));
+  }
+}
+
+int64_t KZ(kinds)(torch::Tensor x) {
+  return (x.dtype() == torch::kFloat32) + 2 * (x.dtype() != torch::kInt32) +
+         4 * (x.type().scalarType() == at::kHalf) + 8 * (int64_t)x.dtype().toScalarType();
+}
+
+double KZ(sums)(torch::Tensor x, int64_t which) {
+  double total = 0;
+  torch::Tensor y = x.contiguous();
+  auto add_all = [&](auto* p) { for (int64_t i = 0; i < y.numel(); ++i) total += (double)p[i]; };
+  if (which == 0) AT_DISPATCH_FLOATING_TYPES_AND_HALF(y.scalar_type(), "sums", [&] {
+    add_all(y.data_ptr<scalar_t>()); });
+  if (which == 1) AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16,
+                                                  y.scalar_type(), "sums", [&] {
+    add_all(y.data_ptr<scalar_t>()); });
+  if (which == 2) AT_DISPATCH_ALL_TYPES(y.scalar_type(), "sums", [&] {
+    add_all(y.data_ptr<scalar_t>()); });
+  if (which == 3) AT_DISPATCH_INTEGRAL_TYPES(y.scalar_type(), "sums", [&] {
+    add_all(y.data_ptr<scalar_t>()); });
+  if (which == 4) AT_DISPATCH_FLOATING_TYPES_AND(at::kHalf, y.scalar_type(), "sums", [&] {
+    add_all(y.const_data_ptr<scalar_t>()); });
+  if (which == 5) add_all(y.data_ptr<at::Half>());
+  return total;
+}
+
 int64_t KZ(check)(torch::Tensor x, int64_t which) {
   if (which == 0) TORCH_CHECK(x.dim() == 1, "need 1-D, got ", x.dim(), "-D ", x.scalar_type());
   if (which == 1) TORCH_CHECK(x.is_contiguous());
@@ -100,7 +137,7 @@ int64_t KZ(check)(torch::Tensor x, int64_t which) {
   return 1;
 }
 """
-NAMES = ("geometry", "make", "total", "check")
+NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "check")
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +145,9 @@ def both(tmp_path_factory):
   """The extension: bindings (torch's headers), the body twice, the lite runtime."""
   from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
   src = tmp_path_factory.mktemp("lite_src")
-  (src / "lite.cpp").write_text('#include "kz_torch_lite.h"\n#define KZ(name) lite_##name\n'
-                                + BODY)
+  # As lite_build writes a source that names a 16-bit float type.
+  (src / "lite.cpp").write_text('#define KZ_LITE_HALF\n#include "kz_torch_lite.h"\n'
+                                "#define KZ(name) lite_##name\n" + BODY)
   (src / "real.cpp").write_text("#include <torch/types.h>\n#define KZ(name) real_##name\n" + BODY)
   declarations = re.findall(r"^(\S[^\n]*KZ\(\w+\)\([^)]*\))", BODY, re.MULTILINE)
   main = ["#include <torch/extension.h>"]
@@ -133,6 +171,9 @@ TENSORS = {
     "long": torch.arange(3),
     "scalar": torch.tensor(2.5),
     "empty": torch.zeros(0, 3),
+    "half": torch.linspace(-2, 2, 6, dtype=torch.float16).reshape(3, 2),
+    "bfloat16": torch.arange(5, dtype=torch.bfloat16),
+    "byte": torch.arange(7, dtype=torch.uint8),
 }
 
 
@@ -159,6 +200,14 @@ def test_the_lite_header_and_torchs_agree(both, tensor):
       assert torch.equal(both.lite_make(x, which), both.real_make(x, which)), which
   for which in range(5):
     assert _outcome(both.lite_check, x, which) == _outcome(both.real_check, x, which), which
+  for which in range(7):
+    lite, real = _outcome(both.lite_ops, x, which), _outcome(both.real_ops, x, which)
+    assert lite == real, (which, lite, real)
+    if lite[0] == "tensor":
+      assert torch.equal(both.lite_ops(x, which), both.real_ops(x, which)), which
+  assert _outcome(both.lite_kinds, x) == _outcome(both.real_kinds, x)
+  for which in range(6):
+    assert _outcome(both.lite_sums, x, which) == _outcome(both.real_sums, x, which), which
 
 
 def test_tensors_cross_the_lite_code_without_leaks_or_copies(both):
@@ -193,11 +242,16 @@ def _cuda_source(path: pathlib.Path) -> str:
 
 
 def _nvcc(source: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+  """nvcc with load_inline's CUDA flags (torch's include directory: c10's 16-bit floats)."""
+  from torch.utils.cpp_extension import include_paths  # pylint: disable=import-outside-toplevel
   cu = tmp_path / "k.cu"
   cu.write_text(source)
   return subprocess.run([NVCC, "-std=c++17", "-O3", "--expt-relaxed-constexpr",
+                         "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                         "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
                          "-gencode=arch=compute_90,code=sm_90", f"-I{lite_build.LITE_DIR}",
-                         "-c", str(cu), "-o", str(tmp_path / "k.o")],
+                         "-isystem", include_paths()[0], "-c", str(cu),
+                         "-o", str(tmp_path / "k.o")],
                         capture_output=True, text=True, timeout=240)
 
 
@@ -211,12 +265,44 @@ def test_honest_kernel_files_compile_against_the_lite_header(candidate, tmp_path
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+GUARDED_HALF = r"""#include <torch/extension.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <ATen/cuda/CUDAContext.h>
+template <typename scalar_t>
+__global__ void twice(const scalar_t* x, scalar_t* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = static_cast<scalar_t>(static_cast<float>(x[i]) * 2.f);
+}
+torch::Tensor f(torch::Tensor x) {
+  const at::cuda::OptionalCUDAGuard guard(device_of(x));
+  at::cuda::CUDAGuard same(x.device());
+  TORCH_CHECK(x.dtype() == torch::kFloat16 || x.type().scalarType() != at::kBFloat16);
+  auto y = torch::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "twice", [&] {
+    twice<scalar_t><<<(x.numel() + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  AT_CUDA_CHECK(cudaGetLastError());
+  return y;
+}
+"""
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_guards_and_half_kernels_compile_against_the_lite_header(tmp_path):
+  lite = lite_build.lite_cuda_source(GUARDED_HALF)
+  assert lite.splitlines()[:2] == ["#define KZ_LITE_HALF", '#include "kz_torch_lite.h"']
+  proc = _nvcc(lite, tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_a_name_the_lite_header_lacks_fails_to_compile(tmp_path):
   """...so fast_load_inline builds that .cu with torch's headers instead."""
-  source = KERNEL + "torch::Tensor f(torch::Tensor x) { return x.transpose(0, 1); }\n"
+  source = KERNEL + "torch::Tensor f(torch::Tensor x) { return x.permute({1, 0}); }\n"
   proc = _nvcc(lite_build.lite_cuda_source(source), tmp_path)
-  assert proc.returncode != 0 and "transpose" in proc.stderr
+  assert proc.returncode != 0 and "permute" in proc.stderr
 
 
 class RecordingLoadInline:
@@ -259,8 +345,8 @@ def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
   assert log[0] == "lite build failed (RuntimeError); building with torch's headers"
 
 
-@pytest.mark.parametrize("lite_object, source", [(None, KERNEL),
-                                                 ("/cache/rt.o", KERNEL + "#include <c10/cuda/CUDAGuard.h>\n")])
+@pytest.mark.parametrize("lite_object, source", [
+    (None, KERNEL), ("/cache/rt.o", KERNEL + "#include <ATen/cuda/Atomic.cuh>\n")])
 def test_no_lite_build_without_the_runtime_or_for_an_uncovered_header(lite_object, source):
   fake = RecordingLoadInline()
   load = fast_build.fast_load_inline(fake, None, lite_object=lite_object)

@@ -26,7 +26,9 @@ RUNTIME_SOURCE = os.path.join(LITE_DIR, "kz_torch_lite_runtime.cpp")
 RUNTIME_OBJECT = "kz_torch_lite_runtime.o"
 # The torch headers whose use in a kernel file the lite header covers.
 _COVERED = ("torch/extension.h", "torch/types.h", "torch/torch.h", "ATen/ATen.h",
-            "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "c10/cuda/CUDAException.h")
+            "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "c10/cuda/CUDAException.h",
+            "c10/cuda/CUDAGuard.h", "ATen/cuda/CUDAGuard.h")
+_HALF = re.compile(r"half|bfloat16|kfloat16", re.IGNORECASE)
 _TORCH_INCLUDE = re.compile(
     r'^[ \t]*#[ \t]*include[ \t]*[<"]((?:torch|ATen|c10|caffe2)/[^>"]+)[>"][^\n]*$', re.MULTILINE)
 
@@ -44,7 +46,11 @@ def lite_cuda_source(source: str) -> str | None:
     line, first = (f'#include "{LITE_HEADER}"' if first else ""), False
     return line
 
-  return _TORCH_INCLUDE.sub(replace, source)
+  lite = _TORCH_INCLUDE.sub(replace, source)
+  if _HALF.search(source):  # torch's 16-bit float types, only for a source that names them
+    include = f'#include "{LITE_HEADER}"'
+    lite = lite.replace(include, "#define KZ_LITE_HALF\n" + include, 1)
+  return lite
 
 
 def lite_cuda_sources(sources: list[str]) -> list[str] | None:

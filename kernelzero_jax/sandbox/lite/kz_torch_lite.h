@@ -32,6 +32,10 @@
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
 #endif
+#if defined(KZ_LITE_HALF)  // torch's own 16-bit float types (about 1 s of parsing more)
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#endif
 
 extern "C" {
 // `self`, `out`, `src`: addresses of at::Tensor objects (one pointer each).
@@ -64,6 +68,9 @@ void kz_lite_new_like(void* out, const void* self, int8_t dtype, int8_t device_t
 [[noreturn]] void kz_lite_check_failed(const char* file, int line, const char* condition,
                                        const char* message);
 void* kz_lite_current_stream(int8_t device_index);
+// op: 0 zero_, 1 fill_(value), 2 to(dtype), 3 t(), 4 transpose(dim0, dim1). In-place ones
+// write `out` as the tensor itself.
+void kz_lite_op(void* out, const void* self, int op, double value, int64_t dim0, int64_t dim1);
 }
 
 namespace c10 {
@@ -83,6 +90,17 @@ namespace kz_lite {
 
 using c10::DeviceType;
 using c10::ScalarType;
+
+// What Tensor::dtype() and the deprecated Tensor::type() give: compared with and converted to a
+// ScalarType, as torch's TypeMeta and DeprecatedTypeProperties are in kernel files.
+struct DType {
+  ScalarType scalar_type_;
+  operator ScalarType() const { return scalar_type_; }  // NOLINT
+  ScalarType toScalarType() const { return scalar_type_; }
+  ScalarType scalarType() const { return scalar_type_; }
+  bool operator==(ScalarType t) const { return scalar_type_ == t; }
+  bool operator!=(ScalarType t) const { return scalar_type_ != t; }
+};
 
 struct Device {
   DeviceType type_;
@@ -134,6 +152,7 @@ struct TensorOptions {
   TensorOptions() = default;
   // Implicit, as torch's: torch::zeros({n}, torch::kFloat32).
   TensorOptions(ScalarType t) : dtype_(static_cast<int8_t>(t)) {}  // NOLINT
+  TensorOptions(DType t) : dtype_(static_cast<int8_t>(t.scalar_type_)) {}  // NOLINT
   TensorOptions(Device d)  // NOLINT
       : device_type_(static_cast<int8_t>(d.type())), device_index_(d.index()) {}
   TensorOptions(DeviceType t) : device_type_(static_cast<int8_t>(t)) {}  // NOLINT
@@ -160,6 +179,29 @@ template <> struct ScalarTypeOf<int64_t> { static constexpr ScalarType value = S
 template <> struct ScalarTypeOf<float> { static constexpr ScalarType value = ScalarType::Float; };
 template <> struct ScalarTypeOf<double> { static constexpr ScalarType value = ScalarType::Double; };
 template <> struct ScalarTypeOf<bool> { static constexpr ScalarType value = ScalarType::Bool; };
+#if defined(KZ_LITE_HALF)
+template <> struct ScalarTypeOf<c10::Half> {
+  static constexpr ScalarType value = ScalarType::Half;
+};
+template <> struct ScalarTypeOf<c10::BFloat16> {
+  static constexpr ScalarType value = ScalarType::BFloat16;
+};
+#endif
+
+template <ScalarType> struct CppTypeOf;  // the C++ type of a dtype, for AT_DISPATCH_*_AND*
+template <> struct CppTypeOf<ScalarType::Byte> { using type = uint8_t; };
+template <> struct CppTypeOf<ScalarType::Char> { using type = int8_t; };
+template <> struct CppTypeOf<ScalarType::Short> { using type = int16_t; };
+template <> struct CppTypeOf<ScalarType::Int> { using type = int32_t; };
+template <> struct CppTypeOf<ScalarType::Long> { using type = int64_t; };
+template <> struct CppTypeOf<ScalarType::Float> { using type = float; };
+template <> struct CppTypeOf<ScalarType::Double> { using type = double; };
+template <> struct CppTypeOf<ScalarType::Bool> { using type = bool; };
+#if defined(KZ_LITE_HALF)
+template <> struct CppTypeOf<ScalarType::Half> { using type = c10::Half; };
+template <> struct CppTypeOf<ScalarType::BFloat16> { using type = c10::BFloat16; };
+#endif
+
 
 // torch's names for dtypes in messages.
 inline const char* scalar_type_name(ScalarType t) {
@@ -209,6 +251,38 @@ struct CUDAStream {
 inline CUDAStream getCurrentCUDAStream(int8_t device_index = -1) {
   return CUDAStream{static_cast<cudaStream_t>(kz_lite_current_stream(device_index))};
 }
+
+// torch's CUDAGuard and OptionalCUDAGuard: the current device set for a scope, then restored.
+class OptionalCUDAGuard {
+ public:
+  OptionalCUDAGuard() = default;
+  explicit OptionalCUDAGuard(Device d) { set_device(d); }
+  explicit OptionalCUDAGuard(int8_t index) { set_index(index); }
+  OptionalCUDAGuard(const OptionalCUDAGuard&) = delete;
+  OptionalCUDAGuard& operator=(const OptionalCUDAGuard&) = delete;
+  ~OptionalCUDAGuard() {
+    if (original_ >= 0) cudaSetDevice(original_);
+  }
+  void set_device(Device d) {
+    if (d.is_cuda() && d.has_index()) set_index(d.index());
+  }
+  void set_index(int8_t index) {
+    if (original_ < 0) {
+      int current = 0;
+      if (cudaGetDevice(&current) != cudaSuccess) return;
+      original_ = current;
+    }
+    cudaSetDevice(index);
+  }
+
+ private:
+  int original_ = -1;
+};
+class CUDAGuard : public OptionalCUDAGuard {
+ public:
+  explicit CUDAGuard(Device d) : OptionalCUDAGuard(d) {}
+  explicit CUDAGuard(int8_t index) : OptionalCUDAGuard(index) {}
+};
 #endif
 
 }  // namespace kz_lite
@@ -227,6 +301,12 @@ using kz_lite::Device;
 using kz_lite::IntArrayRef;
 using kz_lite::TensorOptions;
 
+// Every member function of at::Tensor here, and every function of namespace at, is a template
+// (KZ_LITE_DISTINCT), so that its linker symbol can never be one of torch's inline functions
+// that main.cpp defines with the same name and arguments: the linker keeps one definition of a
+// symbol, and torch's Tensor::type(), say, returns another type than this one's.
+#define KZ_LITE_DISTINCT template <int KzLiteDistinct = 0>
+
 class Tensor {
  public:
   Tensor() { kz_lite_tensor_undefined(this); }
@@ -242,57 +322,88 @@ class Tensor {
     return *this;
   }
 
-  bool defined() const { return kz_lite_defined(this) != 0; }
-  int64_t numel() const { return kz_lite_numel(this); }
-  int64_t dim() const { return kz_lite_dim(this); }
-  int64_t ndimension() const { return kz_lite_dim(this); }
-  int64_t size(int64_t d) const { return kz_lite_size(this, d); }
-  int64_t stride(int64_t d) const { return kz_lite_stride(this, d); }
-  IntArrayRef sizes() const {
+  KZ_LITE_DISTINCT bool defined() const { return kz_lite_defined(this) != 0; }
+  KZ_LITE_DISTINCT int64_t numel() const { return kz_lite_numel(this); }
+  KZ_LITE_DISTINCT int64_t dim() const { return kz_lite_dim(this); }
+  KZ_LITE_DISTINCT int64_t ndimension() const { return kz_lite_dim(this); }
+  KZ_LITE_DISTINCT int64_t size(int64_t d) const { return kz_lite_size(this, d); }
+  KZ_LITE_DISTINCT int64_t stride(int64_t d) const { return kz_lite_stride(this, d); }
+  KZ_LITE_DISTINCT IntArrayRef sizes() const {
     size_t n = 0;
     const int64_t* p = kz_lite_sizes(this, &n);
     return IntArrayRef(p, n);
   }
-  IntArrayRef strides() const {
+  KZ_LITE_DISTINCT IntArrayRef strides() const {
     size_t n = 0;
     const int64_t* p = kz_lite_strides(this, &n);
     return IntArrayRef(p, n);
   }
-  int64_t element_size() const { return kz_lite_element_size(this); }
-  bool is_cuda() const { return kz_lite_is_cuda(this) != 0; }
-  bool is_contiguous() const { return kz_lite_is_contiguous(this) != 0; }
-  ScalarType scalar_type() const { return static_cast<ScalarType>(kz_lite_scalar_type(this)); }
-  Device device() const {
+  KZ_LITE_DISTINCT int64_t element_size() const { return kz_lite_element_size(this); }
+  KZ_LITE_DISTINCT bool is_cuda() const { return kz_lite_is_cuda(this) != 0; }
+  KZ_LITE_DISTINCT bool is_contiguous() const { return kz_lite_is_contiguous(this) != 0; }
+  KZ_LITE_DISTINCT ScalarType scalar_type() const {
+    return static_cast<ScalarType>(kz_lite_scalar_type(this));
+  }
+  KZ_LITE_DISTINCT Device device() const {
     int8_t type = 0, index = -1;
     kz_lite_device(this, &type, &index);
     return Device(static_cast<DeviceType>(type), index);
   }
-  int64_t get_device() const { return device().is_cuda() ? device().index() : -1; }
-  TensorOptions options() const { return TensorOptions().dtype(scalar_type()).device(device()); }
-  Tensor contiguous() const {
+  KZ_LITE_DISTINCT int64_t get_device() const {
+    return device().is_cuda() ? device().index() : -1;
+  }
+  KZ_LITE_DISTINCT TensorOptions options() const {
+    return TensorOptions().dtype(scalar_type()).device(device());
+  }
+  KZ_LITE_DISTINCT Tensor contiguous() const {
     Tensor out;
     kz_lite_contiguous(&out, this);
     return out;
   }
-  Tensor view(IntArrayRef shape) const {
+  KZ_LITE_DISTINCT Tensor view(IntArrayRef shape) const {
     Tensor out;
     kz_lite_view(&out, this, shape.data(), shape.size(), 0);
     return out;
   }
-  Tensor reshape(IntArrayRef shape) const {
+  KZ_LITE_DISTINCT Tensor reshape(IntArrayRef shape) const {
     Tensor out;
     kz_lite_view(&out, this, shape.data(), shape.size(), 1);
     return out;
   }
-  void* data_ptr() const { return kz_lite_data_ptr(this, 0, 0); }
-  template <typename T> T* data_ptr() const {
+  KZ_LITE_DISTINCT void* data_ptr() const { return kz_lite_data_ptr(this, 0, 0); }
+  template <typename T, int KzLiteDistinct = 0> T* data_ptr() const {
     return static_cast<T*>(
         kz_lite_data_ptr(this, static_cast<int8_t>(kz_lite::ScalarTypeOf<T>::value), 1));
   }
-  template <typename T> T* mutable_data_ptr() const { return data_ptr<T>(); }
-  template <typename T> const T* const_data_ptr() const { return data_ptr<T>(); }
+  template <typename T, int KzLiteDistinct = 0> T* mutable_data_ptr() const {
+    return data_ptr<T>();
+  }
+  template <typename T, int KzLiteDistinct = 0> const T* const_data_ptr() const {
+    return data_ptr<T>();
+  }
+  KZ_LITE_DISTINCT kz_lite::DType dtype() const { return kz_lite::DType{scalar_type()}; }
+  KZ_LITE_DISTINCT kz_lite::DType type() const { return kz_lite::DType{scalar_type()}; }
+  KZ_LITE_DISTINCT Tensor& zero_() { return in_place(0, 0.0); }
+  KZ_LITE_DISTINCT Tensor& fill_(double value) { return in_place(1, value); }
+  KZ_LITE_DISTINCT Tensor to(ScalarType t) const {
+    return op(2, static_cast<double>(static_cast<int>(t)), 0, 0);
+  }
+  KZ_LITE_DISTINCT Tensor t() const { return op(3, 0.0, 0, 0); }
+  KZ_LITE_DISTINCT Tensor transpose(int64_t dim0, int64_t dim1) const {
+    return op(4, 0.0, dim0, dim1);
+  }
 
  private:
+  KZ_LITE_DISTINCT Tensor op(int code, double value, int64_t dim0, int64_t dim1) const {
+    Tensor out;
+    kz_lite_op(&out, this, code, value, dim0, dim1);
+    return out;
+  }
+  KZ_LITE_DISTINCT Tensor& in_place(int code, double value) {
+    Tensor ignored;
+    kz_lite_op(&ignored, this, code, value, 0, 0);
+    return *this;
+  }
   void* impl_;  // torch's intrusive pointer to the TensorImpl
 };
 
@@ -361,9 +472,13 @@ constexpr DeviceType kCUDA = DeviceType::CUDA;
 
 namespace at {
 KZ_LITE_EXPORT_NAMES
+// torch's device_of gives an optional Device; the guards take it as a Device here.
+KZ_LITE_DISTINCT Device device_of(const Tensor& t) { return t.device(); }
 #if defined(__CUDACC__)
 namespace cuda {
+using kz_lite::CUDAGuard;
 using kz_lite::CUDAStream;
+using kz_lite::OptionalCUDAGuard;
 using kz_lite::getCurrentCUDAStream;
 }  // namespace cuda
 #endif
@@ -394,7 +509,9 @@ constexpr ScalarType kUInt8 = ScalarType::Byte;
 #if defined(__CUDACC__)
 namespace c10 {
 namespace cuda {
+using kz_lite::CUDAGuard;
 using kz_lite::CUDAStream;
+using kz_lite::OptionalCUDAGuard;
 using kz_lite::getCurrentCUDAStream;
 }  // namespace cuda
 }  // namespace c10
@@ -408,25 +525,55 @@ using kz_lite::getCurrentCUDAStream;
     }                                                                                     \
   } while (0)
 
-#define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...)                                       \
+// torch's error checks, all raising as TORCH_CHECK does.
+#define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
+#define AT_ASSERTM(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
+#define AT_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
+
+namespace kz_lite {
+[[noreturn]] inline void dispatch_failed(const char* file, int line, const char* name,
+                                         ScalarType t) {
+  kz_lite_check_failed(file, line, name,
+                       str("\"", name, "\" not implemented for '", t, "'").c_str());
+}
+}  // namespace kz_lite
+
+// torch's AT_DISPATCH_* macros: the lambda run with scalar_t the C++ type of the dtype.
+#define KZ_LITE_CASE(ST, ...)                                                             \
+  case ST: {                                                                              \
+    using scalar_t = ::kz_lite::CppTypeOf<ST>::type;                                      \
+    return __VA_ARGS__();                                                                 \
+  }
+#define KZ_LITE_DISPATCH(TYPE, NAME, CASES)                                               \
   [&] {                                                                                   \
     const ::c10::ScalarType _kz_st = (TYPE);                                              \
     switch (_kz_st) {                                                                     \
-      case ::c10::ScalarType::Double: {                                                   \
-        using scalar_t = double;                                                          \
-        return __VA_ARGS__();                                                             \
-      }                                                                                   \
-      case ::c10::ScalarType::Float: {                                                    \
-        using scalar_t = float;                                                           \
-        return __VA_ARGS__();                                                             \
-      }                                                                                   \
-      default:                                                                            \
-        ::kz_lite_check_failed(__FILE__, __LINE__, NAME,                                  \
-                               ::kz_lite::str("\"", NAME,                          \
-                                                     "\" not implemented for '", _kz_st,  \
-                                                     "'").c_str());                      \
+      CASES                                                                               \
+      default: ::kz_lite::dispatch_failed(__FILE__, __LINE__, NAME, _kz_st);              \
     }                                                                                     \
   }()
+#define KZ_LITE_FLOATING(...)                                                             \
+  KZ_LITE_CASE(::c10::ScalarType::Double, __VA_ARGS__)                                    \
+  KZ_LITE_CASE(::c10::ScalarType::Float, __VA_ARGS__)
+#define KZ_LITE_INTEGRAL(...)                                                             \
+  KZ_LITE_CASE(::c10::ScalarType::Byte, __VA_ARGS__)                                      \
+  KZ_LITE_CASE(::c10::ScalarType::Char, __VA_ARGS__)                                      \
+  KZ_LITE_CASE(::c10::ScalarType::Int, __VA_ARGS__)                                       \
+  KZ_LITE_CASE(::c10::ScalarType::Long, __VA_ARGS__)                                      \
+  KZ_LITE_CASE(::c10::ScalarType::Short, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...)                                       \
+  KZ_LITE_DISPATCH(TYPE, NAME, KZ_LITE_FLOATING(__VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND(S1, TYPE, NAME, ...)                               \
+  KZ_LITE_DISPATCH(TYPE, NAME, KZ_LITE_FLOATING(__VA_ARGS__) KZ_LITE_CASE(S1, __VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND2(S1, S2, TYPE, NAME, ...)                          \
+  KZ_LITE_DISPATCH(TYPE, NAME, KZ_LITE_FLOATING(__VA_ARGS__) KZ_LITE_CASE(S1, __VA_ARGS__) \
+                   KZ_LITE_CASE(S2, __VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...)                              \
+  AT_DISPATCH_FLOATING_TYPES_AND(::c10::ScalarType::Half, TYPE, NAME, __VA_ARGS__)
+#define AT_DISPATCH_INTEGRAL_TYPES(TYPE, NAME, ...)                                       \
+  KZ_LITE_DISPATCH(TYPE, NAME, KZ_LITE_INTEGRAL(__VA_ARGS__))
+#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...)                                            \
+  KZ_LITE_DISPATCH(TYPE, NAME, KZ_LITE_FLOATING(__VA_ARGS__) KZ_LITE_INTEGRAL(__VA_ARGS__))
 
 #if defined(__CUDACC__)
 #define C10_CUDA_CHECK(EXPR)                                                              \
@@ -439,4 +586,5 @@ using kz_lite::getCurrentCUDAStream;
     }                                                                                     \
   } while (0)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())
+#define AT_CUDA_CHECK(EXPR) C10_CUDA_CHECK(EXPR)
 #endif

@@ -96,6 +96,8 @@ void* kz_lite_data_ptr(const void* self, int8_t expected, int typed) {
     case c10::ScalarType::Float: return typed_data_ptr<float>(t);
     case c10::ScalarType::Double: return typed_data_ptr<double>(t);
     case c10::ScalarType::Bool: return typed_data_ptr<bool>(t);
+    case c10::ScalarType::Half: return typed_data_ptr<c10::Half>(t);
+    case c10::ScalarType::BFloat16: return typed_data_ptr<c10::BFloat16>(t);
     default: TORCH_CHECK(false, "kz_torch_lite: data_ptr of an unsupported type");
   }
 }
@@ -116,6 +118,17 @@ void kz_lite_new_like(void* out, const void* self, int8_t dtype, int8_t device_t
   const at::Tensor& t = T(self);
   put(out, fill == 1 ? at::zeros_like(t, o) : fill == 2 ? at::ones_like(t, o)
                                                          : at::empty_like(t, o));
+}
+void kz_lite_op(void* out, const void* self, int op, double value, int64_t dim0, int64_t dim1) {
+  at::Tensor& t = const_cast<at::Tensor&>(T(self));  // the in-place ops write the tensor itself
+  switch (op) {
+    case 0: t.zero_(); return;
+    case 1: t.fill_(value); return;
+    case 2: put(out, t.to(static_cast<c10::ScalarType>(static_cast<int>(value)))); return;
+    case 3: put(out, t.t()); return;
+    case 4: put(out, t.transpose(dim0, dim1)); return;
+    default: TORCH_CHECK(false, "kz_torch_lite: unknown operation ", op);
+  }
 }
 void kz_lite_check_failed(const char* file, int line, const char* condition,
                           const char* message) {
