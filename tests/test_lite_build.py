@@ -265,6 +265,21 @@ def test_honest_kernel_files_compile_against_the_lite_header(candidate, tmp_path
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("kind", ["elementwise", "reduction", "softmax", "matmul"])
+def test_the_teachers_kernel_files_compile_against_the_lite_header(kind, tmp_path):
+  """The rule-based teacher writes most of the warm start's CUDA candidates."""
+  import random  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.teacher import cuda_writer  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
+  spec = generator.sample_spec(random.Random(0), kind)
+  source = re.search(r'cuda_source = r"""(.*?)"""', cuda_writer.write_cuda(spec),
+                     re.DOTALL).group(1)
+  proc = _nvcc(lite_build.lite_cuda_source(source), tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 GUARDED_HALF = r"""#include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
