@@ -3,16 +3,18 @@
 nvcc parses a .cu three times (cudafe++, cicc, the host compiler), and with torch/extension.h,
 or even torch/types.h and only the operators it names (fast_build.py), that parsing is nearly
 all of a candidate's build. `lite/kz_torch_lite.h` declares the part of torch's C++ API that
-kernel files use (at::Tensor and its common methods, empty/zeros/ones(_like), TensorOptions,
-dtypes and devices, TORCH_CHECK, AT_DISPATCH_FLOATING_TYPES, the current CUDA stream, the CUDA
-error checks) with torch's names, layout and meaning; each operation calls a kz_lite_* function
-of `lite/kz_torch_lite_runtime.cpp`, compiled with torch's real headers once per machine next to
-the precompiled header (fast_build.build_pch) and linked into every lite-built extension.
+kernel files use (at::Tensor and its common methods, the factories, TensorOptions, dtypes and
+devices, TORCH_CHECK, the AT_DISPATCH family, the current CUDA stream, the CUDA guards and error
+checks) with torch's names, layout and meaning; each operation calls a kz_lite_* function of
+`lite/kz_torch_lite_runtime.cpp`, compiled with torch's real headers once per machine next to
+the precompiled header (fast_build.build_pch) and linked into every lite-built extension. A
+source that names a 16-bit float type also gets c10's Half and BFloat16 (KZ_LITE_HALF).
 
 `lite_cuda_sources` swaps a .cu's torch includes for the lite header; a .cu that includes any
-other torch, ATen or c10 header (say CUDAGuard.h) is not lite-built. A .cu that uses a name the
-lite header lacks fails to compile, and fast_build.fast_load_inline builds it again the next way
-(operator headers and the PCH, then exactly as asked): the lite build only ever saves time.
+other torch, ATen or c10 header (say ATen/cuda/Atomic.cuh) is not lite-built. A .cu that uses a
+name the lite header lacks fails to compile, and fast_build.fast_load_inline builds it again the
+next way (operator headers and the PCH, then exactly as asked): the lite build only ever saves
+time.
 """
 
 from __future__ import annotations
