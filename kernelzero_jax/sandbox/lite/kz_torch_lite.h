@@ -68,8 +68,8 @@ void kz_lite_new_like(void* out, const void* self, int8_t dtype, int8_t device_t
 [[noreturn]] void kz_lite_check_failed(const char* file, int line, const char* condition,
                                        const char* message);
 void* kz_lite_current_stream(int8_t device_index);
-// op: 0 zero_, 1 fill_(value), 2 to(dtype), 3 t(), 4 transpose(dim0, dim1). In-place ones
-// write `out` as the tensor itself.
+// op: 0 zero_, 1 fill_(value), 2 to(dtype), 3 t(), 4 transpose(dim0, dim1). The in-place
+// ones (0, 1) change `self` and leave `out` alone.
 void kz_lite_op(void* out, const void* self, int op, double value, int64_t dim0, int64_t dim1);
 }
 
@@ -521,7 +521,7 @@ using kz_lite::getCurrentCUDAStream;
   do {                                                                                    \
     if (!(cond)) {                                                                        \
       ::kz_lite_check_failed(__FILE__, __LINE__, #cond,                                   \
-                             ::kz_lite::str("", ##__VA_ARGS__).c_str());           \
+                             ::kz_lite::str("", ##__VA_ARGS__).c_str());                  \
     }                                                                                     \
   } while (0)
 
@@ -580,9 +580,9 @@ namespace kz_lite {
   do {                                                                                    \
     const cudaError_t _kz_err = (EXPR);                                                   \
     if (_kz_err != cudaSuccess) {                                                         \
-      ::kz_lite_check_failed(__FILE__, __LINE__, #EXPR,                                   \
-                             ::kz_lite::str("CUDA error: ",                        \
-                                                   cudaGetErrorString(_kz_err)).c_str()); \
+      ::kz_lite_check_failed(                                                             \
+          __FILE__, __LINE__, #EXPR,                                                      \
+          ::kz_lite::str("CUDA error: ", cudaGetErrorString(_kz_err)).c_str());           \
     }                                                                                     \
   } while (0)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())
