@@ -212,26 +212,27 @@ def _fingerprint(path: str) -> list[int] | None:
   return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def _recorded_intact(header: str, key: str, path: str) -> bool:
+  """Whether `path` is the file whose fingerprint the builder recorded under `key` in the
+  pch.json beside `header` (None recorded: it did not build)."""
+  try:
+    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+      recorded = json.load(f).get(key)
+  except (OSError, ValueError):
+    return False
+  return recorded is not None and recorded == _fingerprint(path)
+
+
 def pch_intact(header: str) -> bool:
   """Whether the PCH is the one its builder wrote. A candidate's compiler flags could write
   anywhere (e.g. -o or -MF to a path outside its directory); a PCH changed that way must not
   reach other candidates' builds."""
-  try:
-    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
-      recorded = json.load(f).get("gch")
-  except (OSError, ValueError):
-    return False
-  return recorded is not None and recorded == _fingerprint(header + ".gch")
+  return _recorded_intact(header, "gch", header + ".gch")
 
 
 def lite_intact(header: str) -> bool:
   """Whether the lite runtime object beside the PCH `header` is the one its builder wrote."""
-  try:
-    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
-      recorded = json.load(f).get("lite")
-  except (OSError, ValueError):
-    return False
-  return recorded is not None and recorded == _fingerprint(lite_object_of(header))
+  return _recorded_intact(header, "lite", lite_object_of(header))
 
 
 def lite_object_of(header: str) -> str:
@@ -269,6 +270,11 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
   return header
 
 
+def _source_list(sources: str | list[str]) -> list[str]:
+  """load_inline's cuda_sources (one string or several) as a list."""
+  return [sources] if isinstance(sources, str) else list(sources)
+
+
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      log: Callable[[str], None] = lambda _: None,
                      op_headers: bool = True,
@@ -279,12 +285,16 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
   before all that."""
   signature = inspect.signature(load_inline)
 
+  def with_pch(arguments: dict[str, Any]) -> list[str]:
+    """The C++ flags (main.cpp's) with the precompiled header first."""
+    return ["-include", pch_header, *(arguments.get("extra_cflags") or [])]
+
   def lite_attempt(arguments: dict[str, Any]) -> Any:
     """The module built with the lite .cu header, or None if that is not possible here."""
     cuda = arguments.get("cuda_sources")
     if not (lite_object and cuda):
       return None
-    sources = lite_build.lite_cuda_sources([cuda] if isinstance(cuda, str) else list(cuda))
+    sources = lite_build.lite_cuda_sources(_source_list(cuda))
     if sources is None:
       return None
     lite = dict(arguments, cuda_sources=sources,
@@ -292,7 +302,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                                      *(arguments.get("extra_include_paths") or [])],
                 extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
     if pch_header:
-      lite["extra_cflags"] = ["-include", pch_header, *(lite.get("extra_cflags") or [])]
+      lite["extra_cflags"] = with_pch(lite)
     try:
       module = load_inline(**lite)
     except Exception as e:  # pylint: disable=broad-except
@@ -312,7 +322,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     op_dir = None
     cuda = fast.get("cuda_sources")
     if cuda:
-      sources = [cuda] if isinstance(cuda, str) else list(cuda)
+      sources = _source_list(cuda)
       light = [light_cuda_source(s) for s in sources]
       if any(x is not None for x in light):
         sources = [x if x is not None else s for x, s in zip(light, sources)]
@@ -331,7 +341,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                                        *(fast.get("extra_cuda_cflags") or [])]
           changes.append(f"named operators only ({dropped} operator headers left out)")
     if pch_header:
-      fast["extra_cflags"] = ["-include", pch_header, *(fast.get("extra_cflags") or [])]
+      fast["extra_cflags"] = with_pch(fast)
       changes.append("precompiled header")
     try:
       if not changes:
