@@ -80,9 +80,8 @@ def main(argv):
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
-    if "lite" in _MODES.value and not fast_build.lite_intact(header):
-      raise app.UsageError("the lite header's runtime did not build with the PCH (pch.json's "
-                           "lite_error says why)")
+    if "lite" in _MODES.value:
+      fast_build.require_lite(header)
   rows = []
   for path in files:
     for i, call in enumerate(captured_calls(path)):

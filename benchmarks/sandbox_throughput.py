@@ -6,9 +6,10 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 A path is LAUNCHER:BUILD[:REFERENCE][:gpuN]: judges forked from the warm server (`zygote`) or
 started as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header
 and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h
-first (`lite`, sandbox/lite_build.py), or as `load_inline` builds them (`plain`); the reference's checks and timing measured once and shared with the other judges of
-the same reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every
-judge (`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
+first (`lite`, sandbox/lite_build.py), or as `load_inline` builds them (`plain`); the
+reference's checks and timing measured once and shared with the other judges of the same
+reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
+(`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
 always has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header
 is built first (once per machine; its time is printed). To time reference reuse on RL-like
 groups, repeat the teacher's candidates; to see whether sharing the GPU between checks changes
@@ -51,7 +52,7 @@ _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Ca
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
                            "LAUNCHER:BUILD[:REFERENCE][:gpuN] paths to compare (launchers: "
-                           "zygote, subprocess; builds: fast, plain; references: reuse "
+                           "zygote, subprocess; builds: fast, lite, plain; references: reuse "
                            "(default), measure; gpuN: N judges check on the GPU at once, "
                            "default --gpu_concurrency).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
@@ -150,6 +151,8 @@ def run() -> dict:
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
           "(built once per machine)")
+    if any(lite for *_, lite in paths):  # else a lite path's judges build the fast way unseen
+      fast_build.require_lite(header)
   results = {}
   for name, launcher, fast, reuse, concurrency, lite in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,

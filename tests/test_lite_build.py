@@ -383,3 +383,17 @@ def test_a_lite_runtime_changed_after_its_build_is_not_used(tmp_path):
   assert not fast_build.lite_intact(str(header))
   (tmp_path / "pch.json").write_text(json.dumps({"lite": None}))  # its build had failed
   assert not fast_build.lite_intact(str(header))
+
+
+def test_a_missing_lite_runtime_is_an_error_where_it_is_required(tmp_path):
+  """The benchmarks time the lite build: without its runtime they would time the fast one."""
+  import json  # pylint: disable=import-outside-toplevel
+  header = tmp_path / fast_build.PCH_HEADER
+  (tmp_path / "pch.json").write_text(json.dumps({"lite": None, "lite_error": "no cusparse.h"}))
+  with pytest.raises(RuntimeError, match="missing or changed: no cusparse.h"):
+    fast_build.require_lite(str(header))
+  runtime = tmp_path / lite_build.RUNTIME_OBJECT
+  runtime.write_bytes(b"object")
+  fingerprint = fast_build._fingerprint(str(runtime))  # pylint: disable=protected-access
+  (tmp_path / "pch.json").write_text(json.dumps({"lite": fingerprint}))
+  fast_build.require_lite(str(header))

@@ -235,6 +235,20 @@ def lite_intact(header: str) -> bool:
   return _recorded_intact(header, "lite", lite_object_of(header))
 
 
+def require_lite(header: str) -> None:
+  """Raises RuntimeError, with the compiler's error, if the lite runtime beside the PCH
+  `header` did not build or was changed (what must not pass unnoticed where the lite build is
+  what is measured)."""
+  if not lite_intact(header):
+    try:
+      with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+        error = json.load(f).get("lite_error")
+    except (OSError, ValueError):
+      error = None
+    raise RuntimeError(f"the lite header's runtime beside {header} is missing or changed"
+                       + (f": {error}" if error else ""))
+
+
 def lite_object_of(header: str) -> str:
   return os.path.join(os.path.dirname(header), lite_build.RUNTIME_OBJECT)
 
