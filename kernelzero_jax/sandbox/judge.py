@@ -311,13 +311,12 @@ class Judge:
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 
   def _evaluate(self) -> None:
-    lap_at = time.perf_counter()
+    startup = V.StepClock()  # this judge's steps while its worker starts and builds
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
     self.torch, self.problem = torch, problem
     cfg, v = self.cfg, self.verdict
-    judge_laps = {"imports": round(time.perf_counter() - lap_at, 4)}
-    lap_at = time.perf_counter()
+    startup.lap("imports")
     v.stage = "device"
     if cfg.device == "cuda" and not torch.cuda.is_available():
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
@@ -327,8 +326,7 @@ class Judge:
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32
     torch.backends.cudnn.allow_tf32 = cfg.reference_tf32
     torch.set_grad_enabled(False)
-    judge_laps["device"] = round(time.perf_counter() - lap_at, 4)
-    lap_at = time.perf_counter()
+    startup.lap("device")
 
     v.stage = "reference"
     try:
@@ -340,14 +338,14 @@ class Judge:
     except Exception as e:  # pylint: disable=broad-except
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
-    judge_laps["reference"] = round(time.perf_counter() - lap_at, 4)
+    startup.lap("reference")
 
     v.stage = "build"
     # The deadline counts from the worker's start; the build ran while the reference loaded.
     remaining = cfg.build_timeout_s - (time.perf_counter() - self.worker_started)
     built = self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
-    v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, judge_laps)
+    v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, startup.seconds)
     if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
       v.evidence["build"] = list(built["build_log"])[:8]
     if self.pch_header:

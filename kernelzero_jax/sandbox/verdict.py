@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import Any
 
 CORRECT = "correct"
@@ -77,6 +78,20 @@ class Verdict:
   def from_dict(cls, d: dict[str, Any]) -> "Verdict":
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class StepClock:
+  """Seconds of consecutive steps, for stage and start-up timings: lap(name) records the time
+  since the previous lap (or since `start`, a time.perf_counter() reading)."""
+
+  def __init__(self, start: float | None = None):
+    self.seconds: dict[str, float] = {}
+    self._at = time.perf_counter() if start is None else start
+
+  def lap(self, step: str) -> None:
+    now = time.perf_counter()
+    self.seconds[step] = round(now - self._at, 4)
+    self._at = now
 
 
 def _json_default(obj):

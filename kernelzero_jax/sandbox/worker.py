@@ -82,13 +82,12 @@ class _Worker:
     the machine's monotonic one, so the judge can subtract its own readings from it)."""
     self.entered_at = time.perf_counter() if entered_at is None else entered_at
     # Seconds of each start-up step, in order, for the judge's evidence["startup_seconds"].
-    self.startup_seconds: dict[str, float] = {}
-    self._lap_at = self.entered_at
-    self._lap("setup")
+    self.startup = V.StepClock(self.entered_at)
+    self.startup.lap("setup")
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import evidence, problem, timing  # pylint: disable=import-outside-toplevel
     self.torch, self.evidence, self.problem, self.timing = torch, evidence, problem, timing
-    self._lap("imports")
+    self.startup.lap("imports")
     self.conn = conn
     self.spec = spec
     self.backend = spec["backend"]
@@ -99,7 +98,7 @@ class _Worker:
       torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
       self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
       self.timer = timing.Timer(self.device)
-    self._lap("device")
+    self.startup.lap("device")
     self.build_log: list[str] = []
     if spec.get("fast_build"):  # before the candidate imports load_inline (fast_build.py)
       import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
@@ -109,7 +108,7 @@ class _Worker:
           lite_object=spec.get("lite_object"))
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
-    self._lap("reference")
+    self.startup.lap("reference")
     self.ops = evidence.OpRecorder()
     self.launches = evidence.LaunchRecorder()
     self.launches.op_recorder = self.ops
@@ -117,7 +116,7 @@ class _Worker:
     if self.device.type == "cpu":
       _make_autotune_work_in_interpreter()
     self._warm_up_observers()
-    self._lap("observers")
+    self.startup.lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
     self.candidate_path = os.path.join(spec["workdir"], "candidate.py")
     self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
@@ -127,12 +126,7 @@ class _Worker:
     self.model = None
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
-    self._lap("guard")
-
-  def _lap(self, step: str) -> None:
-    now = time.perf_counter()
-    self.startup_seconds[step] = round(now - self._lap_at, 4)
-    self._lap_at = now
+    self.startup.lap("guard")
 
   def _warm_up_observers(self) -> None:
     """Runs each observer once before the integrity snapshot: their first use imports modules
@@ -169,7 +163,7 @@ class _Worker:
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
     return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
-            "entered_at": self.entered_at, "startup_seconds": self.startup_seconds}
+            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
 
   def init(self, seed: int) -> dict[str, Any]:
     self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
