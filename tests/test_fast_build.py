@@ -54,10 +54,12 @@ class FakeLoadInline:
     self.calls, self.failures = [], failures
 
   def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
-               extra_cuda_cflags=None, verbose=False):
+               extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+               verbose=False):
     self.calls.append(dict(name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
                            functions=functions, extra_cflags=extra_cflags,
-                           extra_cuda_cflags=extra_cuda_cflags, verbose=verbose))
+                           extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                           extra_include_paths=extra_include_paths, verbose=verbose))
     if len(self.calls) <= self.failures:
       raise RuntimeError("Error building extension")
     return f"module {len(self.calls)}"
@@ -85,7 +87,8 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
   assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL), "__global__ void g() {}\n"]
   assert plain == dict(name="ext", cpp_sources="",
                        cuda_sources=[KERNEL, "__global__ void g() {}\n"], functions=["f"],
-                       extra_cflags=None, extra_cuda_cflags=None, verbose=False)
+                       extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+                       extra_include_paths=None, verbose=False)
   assert log == ["fast build (light .cu header) failed (RuntimeError); built as asked"]
 
 

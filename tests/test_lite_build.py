@@ -19,6 +19,7 @@ import torch
 
 from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox import lite_build
+from test_fast_build import FakeLoadInline
 
 CANDIDATES = pathlib.Path(__file__).parent.parent / "benchmarks" / "candidates" / "honest"
 
@@ -320,24 +321,8 @@ def test_a_name_the_lite_header_lacks_fails_to_compile(tmp_path):
   assert proc.returncode != 0 and "permute" in proc.stderr
 
 
-class RecordingLoadInline:
-  """load_inline's arguments as the build sees them; the first `failures` calls fail."""
-
-  def __init__(self, failures=0):
-    self.calls, self.failures = [], failures
-
-  def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
-               extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None):
-    self.calls.append(dict(cuda_sources=cuda_sources, extra_cflags=extra_cflags,
-                           extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                           extra_include_paths=extra_include_paths))
-    if len(self.calls) <= self.failures:
-      raise RuntimeError("Error building extension")
-    return f"module {len(self.calls)}"
-
-
 def test_the_lite_build_comes_first():
-  fake, log = RecordingLoadInline(), []
+  fake, log = FakeLoadInline(), []
   load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
   assert load("ext", "", KERNEL, extra_ldflags=["-lfoo"]) == "module 1"
   (call,) = fake.calls
@@ -349,7 +334,7 @@ def test_the_lite_build_comes_first():
 
 
 def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
-  fake, log = RecordingLoadInline(failures=2), []
+  fake, log = FakeLoadInline(failures=2), []
   load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
   assert load("ext", "", KERNEL) == "module 3"
   lite, fast, plain = fake.calls
@@ -363,7 +348,7 @@ def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
 @pytest.mark.parametrize("lite_object, source", [
     (None, KERNEL), ("/cache/rt.o", KERNEL + "#include <ATen/cuda/Atomic.cuh>\n")])
 def test_no_lite_build_without_the_runtime_or_for_an_uncovered_header(lite_object, source):
-  fake = RecordingLoadInline()
+  fake = FakeLoadInline()
   load = fast_build.fast_load_inline(fake, None, lite_object=lite_object)
   load("ext", "", source)
   assert len(fake.calls) == 1 and fake.calls[0]["extra_include_paths"] is None
