@@ -239,11 +239,7 @@ NVCC = shutil.which("nvcc")
 
 
 def _cuda_source(path: pathlib.Path) -> str:
-  """The .cu of the candidate's one load_inline call, as cuda_build captures it."""
-  from benchmarks.cuda_build import captured_calls  # pylint: disable=import-outside-toplevel
-  (call,) = captured_calls(str(path))
-  assert isinstance(call["cuda_sources"], str), path
-  return call["cuda_sources"]
+  return re.search(r'cuda_src\w* = r?"""(.*?)"""', path.read_text(), re.DOTALL).group(1)
 
 
 def _nvcc(source: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
@@ -278,9 +274,10 @@ def test_the_teachers_kernel_files_compile_against_the_lite_header(kind, tmp_pat
   import random  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.teacher import cuda_writer  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
-  candidate = tmp_path / "candidate.py"
-  candidate.write_text(cuda_writer.write_cuda(generator.sample_spec(random.Random(0), kind)))
-  proc = _nvcc(lite_build.lite_cuda_source(_cuda_source(candidate)), tmp_path)
+  spec = generator.sample_spec(random.Random(0), kind)
+  source = re.search(r'cuda_source = r"""(.*?)"""', cuda_writer.write_cuda(spec),
+                     re.DOTALL).group(1)
+  proc = _nvcc(lite_build.lite_cuda_source(source), tmp_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
