@@ -47,6 +47,17 @@ def test_compiler_flags_are_read_from_the_probe_build_file(tmp_path):
                    "-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1"]
 
 
+# What load_inline raises when ninja fails: the build's whole output.
+BUILD_ERROR = ("Error building extension 'ext': [1/3] nvcc -c cuda.cu -o cuda.cuda.o\n"
+               "FAILED: cuda.cuda.o\n"
+               'cuda.cu(3): error: identifier "kz_missing" is undefined\n'
+               "1 error detected in the compilation of \"cuda.cu\".\n"
+               "ninja: build stopped: subcommand failed.")
+BUILD_FAILURE = ("RuntimeError: Error building extension 'ext': [1/3] nvcc -c cuda.cu -o "
+                 'cuda.cuda.o | cuda.cu(3): error: identifier "kz_missing" is undefined | '
+                 '1 error detected in the compilation of "cuda.cu".')
+
+
 class FakeLoadInline:
   """Records every call; fails the first `failures` of them."""
 
@@ -55,13 +66,14 @@ class FakeLoadInline:
 
   def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
                extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
-               verbose=False):
+               verbose=False, no_implicit_headers=False):
     self.calls.append(dict(name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
                            functions=functions, extra_cflags=extra_cflags,
                            extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                           extra_include_paths=extra_include_paths, verbose=verbose))
+                           extra_include_paths=extra_include_paths, verbose=verbose,
+                           no_implicit_headers=no_implicit_headers))
     if len(self.calls) <= self.failures:
-      raise RuntimeError("Error building extension")
+      raise RuntimeError(BUILD_ERROR)
     return f"module {len(self.calls)}"
 
 
@@ -88,8 +100,19 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
   assert plain == dict(name="ext", cpp_sources="",
                        cuda_sources=[KERNEL, "__global__ void g() {}\n"], functions=["f"],
                        extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
-                       extra_include_paths=None, verbose=False)
-  assert log == ["fast build (light .cu header) failed (RuntimeError); built as asked"]
+                       extra_include_paths=None, verbose=False, no_implicit_headers=False)
+  assert log == [f"fast build (light .cu header) failed ({BUILD_FAILURE}); built as asked"]
+
+
+def test_a_build_failure_keeps_the_compilers_last_error_lines_and_is_short():
+  assert fast_build.failure(RuntimeError(BUILD_ERROR)) == BUILD_FAILURE
+  assert fast_build.failure(ImportError("undefined symbol: kz_lite_empty")) == (
+      "ImportError: undefined symbol: kz_lite_empty")
+  assert fast_build.failure(RuntimeError()) == "RuntimeError"
+  many = RuntimeError("\n".join(f"x.cu({i}): error: {'y' * 300}" for i in range(10)))
+  short = fast_build.failure(many)
+  assert short.startswith("RuntimeError: ") and len(short) == len("RuntimeError: ") + 600
+  assert short.endswith("x.cu(9): error: " + "y" * 300)
 
 
 FUNCTIONS_H = """#pragma once

@@ -9,6 +9,8 @@ first and falls back to the fast build when it fails.
 
 from __future__ import annotations
 
+import inspect
+import os
 import pathlib
 import re
 import shutil
@@ -19,7 +21,7 @@ import torch
 
 from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox import lite_build
-from test_fast_build import FakeLoadInline
+from test_fast_build import BUILD_FAILURE, FakeLoadInline
 
 CANDIDATES = pathlib.Path(__file__).parent.parent / "benchmarks" / "candidates" / "honest"
 
@@ -42,7 +44,18 @@ def test_the_torch_includes_become_one_lite_include():
 ])
 def test_sources_the_lite_header_cannot_serve_are_not_rewritten(source):
   assert lite_build.lite_cuda_source(source) is None
-  assert lite_build.lite_cuda_sources([KERNEL, source]) is None
+  assert lite_build.lite_cuda_sources([source]) is None
+  if "torch" in source or "ATen" in source:
+    assert lite_build.lite_cuda_sources([KERNEL, source]) is None
+
+
+def test_several_cuda_sources_become_the_one_lite_cu_load_inline_writes():
+  """A source without torch includes rides on the other's lite header; one that names half
+  turns on KZ_LITE_HALF for the whole file."""
+  other = "__device__ __half h;\n"
+  (lite,) = lite_build.lite_cuda_sources([KERNEL, other])
+  assert lite == lite_build.lite_cuda_source(KERNEL + "\n" + other)
+  assert lite.startswith('#define KZ_LITE_HALF\n#include "kz_torch_lite.h"')
 
 
 # One body, two translation units: KZ(name) names its functions after the header it saw.
@@ -324,9 +337,14 @@ def test_a_name_the_lite_header_lacks_fails_to_compile(tmp_path):
 def test_the_lite_build_comes_first():
   fake, log = FakeLoadInline(), []
   load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
-  assert load("ext", "", KERNEL, extra_ldflags=["-lfoo"]) == "module 1"
+  assert load("ext", "int g();", KERNEL, extra_ldflags=["-lfoo"]) == "module 1"
   (call,) = fake.calls
-  assert call["cuda_sources"] == [lite_build.lite_cuda_source(KERNEL)]
+  # load_inline is told not to put torch/types.h above the lite header; main.cpp still gets
+  # torch/extension.h, the .cu the CUDA headers load_inline would have added.
+  assert call["no_implicit_headers"] is True
+  assert call["cpp_sources"] == ["#include <torch/extension.h>", "int g();"]
+  assert call["cuda_sources"] == ["#include <cuda.h>\n#include <cuda_runtime.h>\n"
+                                  + lite_build.lite_cuda_source(KERNEL)]
   assert call["extra_include_paths"] == [lite_build.LITE_DIR]
   assert call["extra_ldflags"] == ["-lfoo", "/cache/rt.o"]
   assert call["extra_cflags"] == ["-include", "/cache/h.h"]
@@ -338,11 +356,59 @@ def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
   load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
   assert load("ext", "", KERNEL) == "module 3"
   lite, fast, plain = fake.calls
-  assert lite["extra_ldflags"] == ["/cache/rt.o"]
+  assert lite["extra_ldflags"] == ["/cache/rt.o"] and lite["no_implicit_headers"]
+  assert not fast["no_implicit_headers"] and fast["cpp_sources"] == ""
   assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL)]
   assert fast["extra_ldflags"] is None and plain["extra_ldflags"] is None
   assert plain["cuda_sources"] == KERNEL and plain["extra_cflags"] is None
-  assert log[0] == "lite build failed (RuntimeError); building with torch's headers"
+  assert log[0] == f"lite build failed ({BUILD_FAILURE}); building with torch's headers"
+
+
+def test_a_candidate_that_asks_for_no_implicit_headers_gets_none_added():
+  fake = FakeLoadInline()
+  load = fast_build.fast_load_inline(fake, None, lite_object="/cache/rt.o")
+  load("ext", ["int g();"], [KERNEL, "__global__ void k2() {}\n"], no_implicit_headers=True)
+  (call,) = fake.calls
+  assert call["cpp_sources"] == ["int g();"] and call["no_implicit_headers"] is True
+  assert call["cuda_sources"] == [
+      lite_build.lite_cuda_source(KERNEL + "\n__global__ void k2() {}\n")]
+
+
+def test_no_lite_build_with_a_load_inline_that_always_adds_torch_types_h():
+  """torch's load_inline before no_implicit_headers existed: the .cu would get torch/types.h."""
+  def old_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                      extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                      verbose=False):
+    calls.append(extra_ldflags)
+    return "module"
+  calls = []
+  load = fast_build.fast_load_inline(old_load_inline, None, lite_object="/cache/rt.o")
+  assert load("ext", "", KERNEL) == "module" and calls == [None]
+
+
+def test_the_cu_that_load_inline_writes_for_a_lite_build_names_no_torch_header(
+    tmp_path, monkeypatch):
+  """torch's own load_inline, up to the files it writes and hands to its compiler."""
+  from torch.utils import cpp_extension  # pylint: disable=import-outside-toplevel
+  written = []
+
+  def compile_nothing(name, sources, *args, **kwargs):
+    written.append({os.path.basename(p): pathlib.Path(p).read_text() for p in sources})
+    raise RuntimeError("not compiled here")
+  monkeypatch.setattr(cpp_extension, "_jit_compile", compile_nothing)
+
+  def load_inline(*args, **kwargs):
+    return cpp_extension.load_inline(*args, build_directory=str(tmp_path), **kwargs)
+  load_inline.__signature__ = inspect.signature(cpp_extension.load_inline)
+  load = fast_build.fast_load_inline(load_inline, None, lite_object="/cache/rt.o")
+  with pytest.raises(RuntimeError, match="not compiled here"):
+    load("kz_lite_written", "torch::Tensor f(torch::Tensor x);", KERNEL, functions=["f"])
+  lite, _, plain = written  # the lite attempt, then the fallbacks
+  assert not re.search(r"#include\s*<(torch|ATen|c10)/", lite["cuda.cu"])
+  assert '#include "kz_torch_lite.h"' in lite["cuda.cu"]
+  assert lite["main.cpp"].startswith("#include <torch/extension.h>\n")
+  assert "PYBIND11_MODULE" in lite["main.cpp"]
+  assert plain["cuda.cu"].startswith("#include <torch/types.h>")  # as torch builds it
 
 
 @pytest.mark.parametrize("lite_object, source", [

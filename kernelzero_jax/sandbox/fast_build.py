@@ -284,8 +284,20 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
   return header
 
 
+_ERROR_LINE = re.compile(r"error|undefined", re.IGNORECASE)  # compiler's and linker's words
+
+
+def failure(error: BaseException, max_lines: int = 4, max_chars: int = 600) -> str:
+  """A failed build's exception type and the compiler's last error lines, short enough for a
+  verdict's evidence: a fallback that hides why the faster build failed cannot be fixed."""
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  lines = [line for line in lines if _ERROR_LINE.search(line)] or lines[-1:]
+  detail = " | ".join(lines[-max_lines:])[-max_chars:]
+  return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+
+
 def _source_list(sources: str | list[str]) -> list[str]:
-  """load_inline's cuda_sources (one string or several) as a list."""
+  """load_inline's cpp_sources or cuda_sources (one string or several) as a list."""
   return [sources] if isinstance(sources, str) else list(sources)
 
 
@@ -311,16 +323,25 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     sources = lite_build.lite_cuda_sources(_source_list(cuda))
     if sources is None:
       return None
+    if "no_implicit_headers" not in signature.parameters:
+      return None  # this load_inline puts torch/types.h at the top of every .cu
     lite = dict(arguments, cuda_sources=sources,
                 extra_include_paths=[lite_build.LITE_DIR,
                                      *(arguments.get("extra_include_paths") or [])],
                 extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
+    if not arguments.get("no_implicit_headers"):
+      # What load_inline would add, less torch/types.h in the .cu, which would undo the lite
+      # header (and clash with it).
+      lite.update(no_implicit_headers=True,
+                  cpp_sources=["#include <torch/extension.h>",
+                               *_source_list(arguments.get("cpp_sources") or [])],
+                  cuda_sources=[lite_build.IMPLICIT_CUDA_INCLUDES + sources[0], *sources[1:]])
     if pch_header:
       lite["extra_cflags"] = with_pch(lite)
     try:
       module = load_inline(**lite)
     except Exception as e:  # pylint: disable=broad-except
-      log(f"lite build failed ({type(e).__name__}); building with torch's headers")
+      log(f"lite build failed ({failure(e)}); building with torch's headers")
       return None
     log("lite build (kz_torch_lite.h for the .cu" + (", precompiled header)" if pch_header
                                                      else ")"))
@@ -366,7 +387,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
         log(f"fast build ({', '.join(changes)})")
         return module
       except Exception as e:  # pylint: disable=broad-except
-        log(f"fast build ({', '.join(changes)}) failed ({type(e).__name__}); built as asked")
+        log(f"fast build ({', '.join(changes)}) failed ({failure(e)}); built as asked")
         return load_inline(*args, **kwargs)
     finally:
       if op_dir:

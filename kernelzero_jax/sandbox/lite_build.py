@@ -26,6 +26,9 @@ LITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lite")
 LITE_HEADER = "kz_torch_lite.h"
 RUNTIME_SOURCE = os.path.join(LITE_DIR, "kz_torch_lite_runtime.cpp")
 RUNTIME_OBJECT = "kz_torch_lite_runtime.o"
+# load_inline puts `#include <torch/types.h>`, <cuda.h> and <cuda_runtime.h> at the top of every
+# .cu unless told not to (no_implicit_headers); a lite build tells it not to and adds these two.
+IMPLICIT_CUDA_INCLUDES = "#include <cuda.h>\n#include <cuda_runtime.h>\n"
 # The torch headers whose use in a kernel file the lite header covers.
 _COVERED = ("torch/extension.h", "torch/types.h", "torch/torch.h", "ATen/ATen.h",
             "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "c10/cuda/CUDAException.h",
@@ -56,9 +59,10 @@ def lite_cuda_source(source: str) -> str | None:
 
 
 def lite_cuda_sources(sources: list[str]) -> list[str] | None:
-  """Every .cu of an extension lite, or None if one of them cannot be."""
-  lite = [lite_cuda_source(s) for s in sources]
-  return None if any(x is None for x in lite) else lite
+  """load_inline's cuda_sources as the one lite .cu it would write (it joins them by lines), or
+  None if that cannot be lite."""
+  lite = lite_cuda_source("\n".join(sources))
+  return None if lite is None else [lite]
 
 
 def runtime_compile_command(cxx: str, cflags: list[str], out_dir: str,
