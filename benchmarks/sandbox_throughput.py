@@ -172,6 +172,7 @@ def run() -> dict:
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
     startup = _startup_medians(rows)
+    steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                              "shared_gpu_oom"))
@@ -179,7 +180,7 @@ def run() -> dict:
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "checks_alone": alone, "shared_gpu_oom": oom, "medians": by_backend,
-                     "startup_medians": startup, "rows": rows}
+                     "startup_medians": startup, "gpu_step_medians": steps, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
           f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
@@ -193,6 +194,8 @@ def run() -> dict:
       print(f"median {backend}: " + ", ".join(f"{k} {v}" for k, v in med.items()))
     for side, med in startup.items():  # what the build stage is made of
       print(f"median {side} start-up steps (s): " + ", ".join(f"{k} {v}" for k, v in med.items()))
+    # ...and what a candidate's GPU time (correctness, timing) is made of
+    print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items()))
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -229,13 +232,15 @@ def run() -> dict:
 def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:
   """Median seconds of each worker and judge start-up step (evidence["startup_seconds"]) over
   the candidates that were built, in the order the steps ran."""
-  out = {}
-  for side in ("worker", "judge"):
-    steps = [((r.get("evidence") or {}).get("startup_seconds") or {}).get(side) or {}
-             for r in rows]
-    names = list(dict.fromkeys(name for s in steps for name in s))
-    out[side] = {name: _median([s[name] for s in steps if name in s]) for name in names}
-  return out
+  return {side: _step_medians([((r.get("evidence") or {}).get("startup_seconds") or {}).get(side)
+                               for r in rows]) for side in ("worker", "judge")}
+
+
+def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:
+  """Median seconds of each named step over the candidates that have it, in first-seen order."""
+  steps = [s or {} for s in steps]
+  names = list(dict.fromkeys(name for s in steps for name in s))
+  return {name: _median([s[name] for s in steps if name in s]) for name in names}
 
 
 def _write(payload: dict) -> None:

@@ -238,6 +238,23 @@ def test_startup_seconds_add_up_to_the_build_stage(both):
       assert sum(startup["worker"].values()) <= v.stage_seconds["build"] + 2e-3, (launcher, v)
 
 
+def test_steps_after_the_build_are_named_and_cover_the_checks(both):
+  """evidence["gpu_seconds"]: what a candidate's checks cost, step by step (on a GPU, also its
+  timing); the checks are nearly all candidate runs, reference runs and comparisons."""
+  checks = ("candidate_profiled_run", "candidate_run", "reference_run", "compare")
+  for launcher, verdicts in both.items():
+    correct = [v for v in verdicts.values() if v.correct]
+    assert correct, launcher
+    for v in correct:
+      steps = v.evidence["gpu_seconds"]
+      assert set(steps) - {"reference_checks"} == {"candidate_init", *checks, "cleanup"}, steps
+      assert all(s >= 0 for s in steps.values()), steps
+      # the 5 checks plus the post-check's one cover the correctness stage's 5 checks
+      assert sum(steps[k] for k in checks) >= 0.9 * v.stage_seconds["correctness"], (launcher, v)
+    caught = [v for v in verdicts.values() if v.status == "incorrect"]
+    assert caught and all("compare" in v.evidence["gpu_seconds"] for v in caught), launcher
+
+
 def test_startup_seconds_drop_what_a_candidate_could_forge():
   """The worker reports its steps after the candidate ran: only finite numbers are kept."""
   from kernelzero_jax.sandbox.judge import startup_seconds  # pylint: disable=import-outside-toplevel
@@ -251,8 +268,10 @@ def test_startup_seconds_drop_what_a_candidate_could_forge():
                          {}) == {"worker": {}, "judge": {}}
 
 
-def test_the_throughput_benchmark_takes_medians_of_each_startup_step():
-  from benchmarks.sandbox_throughput import _startup_medians  # pylint: disable=import-outside-toplevel
+def test_the_throughput_benchmark_takes_medians_of_each_step():
+  from benchmarks.sandbox_throughput import _startup_medians, _step_medians  # pylint: disable=import-outside-toplevel
+  assert _step_medians([{"candidate_run": 1.0, "audits": 2.0}, None, {"candidate_run": 3.0},
+                        {"candidate_run": 2.5}]) == {"candidate_run": 2.5, "audits": 2.0}
   rows = [{"evidence": {"startup_seconds": {"worker": {"start": 1.0, "device": 3.0},
                                             "judge": {"reference": 0.5}}}},
           {"evidence": {"startup_seconds": {"worker": {"start": 2.0, "device": 5.0,

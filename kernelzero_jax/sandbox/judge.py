@@ -256,6 +256,9 @@ class Judge:
     self.known: dict[str, Any] = {}
     self.facts_path = job.get("facts_path") if self.cfg.reuse_reference else None
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
+    # Seconds of each kind of work done after the build, summed over its repeats: what a
+    # candidate costs the GPU, by step (evidence["gpu_seconds"]).
+    self.steps: dict[str, float] = {}
 
   # -- entry ---------------------------------------------------------------------------------
 
@@ -394,9 +397,10 @@ class Judge:
   def _release_gpu_memory(self) -> None:
     """Frees the GPU memory that this judge and its worker hold only in their allocators'
     caches (the last check's inputs and outputs)."""
-    self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
-                                     "release"), "release")
-    self.torch.cuda.empty_cache()
+    with self._step("release"):
+      self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
+                                       "release"), "release")
+      self.torch.cuda.empty_cache()
 
   def _checks_fit(self, slots: int) -> bool:
     """Whether `slots` judges can check this problem on the GPU at once: each check holds about
@@ -411,6 +415,16 @@ class Judge:
     self.verdict.evidence["checks_alone"] = {"input_bytes": nbytes, "slots": slots,
                                              "gpu_bytes": total}
     return False
+
+  @contextlib.contextmanager
+  def _step(self, name: str):
+    """Adds the seconds of the enclosed work to self.steps[name], also when it fails."""
+    t0 = time.perf_counter()
+    try:
+      yield
+    finally:
+      self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - t0, 4)
+      self.verdict.evidence["gpu_seconds"] = dict(self.steps)
 
   @contextlib.contextmanager
   def _gpu_hold(self, slots: int, exclusive: bool):
@@ -437,13 +451,15 @@ class Judge:
         v.degenerate = list(self.known["degenerate"])
         v.evidence.setdefault("reference_reused", []).append("degenerate")
       else:
-        self._reference_checks(seeds[:2])
+        with self._step("reference_checks"):
+          self._reference_checks(seeds[:2])
       v.reference_facts["degenerate"] = list(v.degenerate)
       if self.facts_path:  # now, before this judge lets go of the GPU: the next one reads them
         share_facts(self.facts_path, v.reference_facts)
     v.stage = "init"
-    self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
-                                     cfg.correctness_timeout_s, "init"), "init")
+    with self._step("candidate_init"):
+      self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
+                                       cfg.correctness_timeout_s, "init"), "init")
     v.stage = "correctness"
     t0 = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -462,11 +478,12 @@ class Judge:
     """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next."""
     self.verdict.stage = "post_check"
     self._check_seed(base + 999_983, profile=True, stage="post_check")
-    self.worker.kill()
-    self.worker = None
-    del self.ref_model
-    if self.device.type == "cuda":
-      self.torch.cuda.empty_cache()
+    with self._step("cleanup"):
+      self.worker.kill()
+      self.worker = None
+      del self.ref_model
+      if self.device.type == "cuda":
+        self.torch.cuda.empty_cache()
 
   def _expect(self, reply: dict[str, Any], stage: str) -> dict[str, Any]:
     if not reply.get("ok"):
@@ -496,17 +513,20 @@ class Judge:
     and any thread it might have started is reported as a violation in the reply itself.
     """
     cfg = self.cfg
-    reply = self._expect(self.worker.request({"cmd": "run", "seed": seed, "profile": profile},
-                                             cfg.correctness_timeout_s, stage), stage)
+    with self._step("candidate_profiled_run" if profile else "candidate_run"):
+      reply = self._expect(self.worker.request({"cmd": "run", "seed": seed, "profile": profile},
+                                               cfg.correctness_timeout_s, stage), stage)
     self._merge_evidence(reply.get("evidence", {}))
-    refs, pristine, ref_mutates = self._reference(seed)
-    if not ref_mutates:
-      changed = self.problem.inputs_unchanged(reply["inputs_after"], pristine)
-      if changed:
-        raise StageFailure(V.REJECTED, f"{stage}: forward changed its inputs in place "
-                           f"({', '.join(changed)})")
-    del pristine
-    self._compare(reply["outputs"], refs, stage)
+    with self._step("reference_run"):
+      refs, pristine, ref_mutates = self._reference(seed)
+    with self._step("compare"):
+      if not ref_mutates:
+        changed = self.problem.inputs_unchanged(reply["inputs_after"], pristine)
+        if changed:
+          raise StageFailure(V.REJECTED, f"{stage}: forward changed its inputs in place "
+                             f"({', '.join(changed)})")
+      del pristine
+      self._compare(reply["outputs"], refs, stage)
     return refs
 
   def _compare(self, outputs: list, refs: list, stage: str) -> None:
@@ -579,10 +599,11 @@ class Judge:
       v.evidence.setdefault("reference_reused", []).append("timing")
     else:
       # The timer's L2-flush buffer (256 MB) is needed only when the reference is timed here.
-      timer = timing.Timer(self.device)
-      make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
-      ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
-                                cfg.timing_target_s, cfg.min_trials)
+      with self._step("reference_timing"):
+        timer = timing.Timer(self.device)
+        make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
+        ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
+                                  cfg.timing_target_s, cfg.min_trials)
       v.reference_ms = ref["median_ms"]
       if cfg.compare_torch_compile:
         try:
@@ -596,19 +617,22 @@ class Judge:
                              reference_trials=ref["trials"])
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
-    reply = self._expect(self.worker.request(
-        {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions, "warmup": cfg.warmup,
-         "target_s": cfg.timing_target_s, "min_trials": cfg.min_trials + len(audit_positions)},
-        cfg.timing_timeout_s, "timing"), "timing")
+    with self._step("candidate_timing"):
+      reply = self._expect(self.worker.request(
+          {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
+           "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
+           "min_trials": cfg.min_trials + len(audit_positions)},
+          cfg.timing_timeout_s, "timing"), "timing")
     audits = reply["audits"]
     v.candidate_ms = reply["median_ms"]
     v.evidence["timing_trials"] = {"reference": ref["trials"], "candidate": reply["trials"]}
     if len(audits) != len(audit_positions):
       raise StageFailure(V.REJECTED, "timing: the audited calls did not all happen")
-    for seed, outs in audits:
-      refs, _, _ = self._reference(seed)
-      self._compare(outs, refs, "timing (audited call)")
-      del refs
+    with self._step("audits"):
+      for seed, outs in audits:
+        refs, _, _ = self._reference(seed)
+        self._compare(outs, refs, "timing (audited call)")
+        del refs
     # Shared once the candidate's timing has passed its audits: a candidate caught here (e.g.
     # one that kept the GPU busy while the reference was timed) leaves no time for others.
     if self.facts_path:
