@@ -39,6 +39,7 @@ import os
 import re
 import statistics
 import time
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -64,6 +65,10 @@ _TIMING = flags.DEFINE_bool("timing", True, "Time candidates (as the speed rewar
 _GPU_CONCURRENCY = flags.DEFINE_integer(
     "gpu_concurrency", 1, "Judges that check correctness on the GPU at once (timing always has "
     "it alone): SandboxConfig.gpu_concurrency.")
+_TIMING_TARGET = flags.DEFINE_float(
+    "timing_target_s", None, "SandboxConfig.timing_target_s (seconds of measured kernel time "
+    "per timing; default: the config's). With --copies, the spread of a candidate's time over "
+    "its copies shows what a shorter target costs in precision.")
 _DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
 _OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
 
@@ -142,6 +147,8 @@ def run() -> dict:
   device = _DEVICE.value
   base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda",
                        gpu_concurrency=_GPU_CONCURRENCY.value)
+  if _TIMING_TARGET.value is not None:
+    base = dataclasses.replace(base, timing_target_s=_TIMING_TARGET.value)
   paths = [parse_path(path) for path in _PATHS.value]
   if len({name for name, *_ in paths}) != len(paths):
     raise app.UsageError(f"--paths: {_PATHS.value} names a path twice")
@@ -172,6 +179,7 @@ def run() -> dict:
           stage: _median([r["stage_seconds"][stage] for r in mine
                           if stage in r["stage_seconds"]]) for stage in STAGES}
     startup = _startup_medians(rows)
+    spread = copy_spread(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
@@ -180,7 +188,9 @@ def run() -> dict:
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "checks_alone": alone, "shared_gpu_oom": oom, "medians": by_backend,
-                     "startup_medians": startup, "gpu_step_medians": steps, "rows": rows}
+                     "startup_medians": startup, "gpu_step_medians": steps,
+                     "timing_target_s": config.timing_target_s, "copy_spread": spread,
+                     "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
           f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
@@ -196,6 +206,10 @@ def run() -> dict:
       print(f"median {side} start-up steps (s): " + ", ".join(f"{k} {v}" for k, v in med.items()))
     # ...and what a candidate's GPU time (correctness, timing) is made of
     print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items()))
+    if spread["problems"]:
+      print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
+            f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "
+            f"max {spread['max_pct']}%)")
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -234,6 +248,20 @@ def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:
   the candidates that were built, in the order the steps ran."""
   return {side: _step_medians([((r.get("evidence") or {}).get("startup_seconds") or {}).get(side)
                                for r in rows]) for side in ("worker", "judge")}
+
+
+def copy_spread(rows: list[dict]) -> dict[str, Any]:
+  """How far the timed copies of one candidate disagree: (max - min) / median of their
+  candidate_ms, in percent, per candidate with two or more timed copies; the median and the
+  maximum of that over candidates. Copies run the same kernel on the same problem, so this is
+  the timing's own noise (plus the GPU's state)."""
+  times: dict[tuple, list[float]] = {}
+  for r in rows:
+    if r.get("kind") == "teacher" and r.get("candidate_ms"):
+      times.setdefault((r["problem"], r["backend"]), []).append(r["candidate_ms"])
+  pcts = [100 * (max(t) - min(t)) / statistics.median(t) for t in times.values() if len(t) > 1]
+  return {"problems": len(pcts), "median_pct": _median(pcts),
+          "max_pct": round(max(pcts), 3) if pcts else None}
 
 
 def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:

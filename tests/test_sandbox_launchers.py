@@ -268,6 +268,17 @@ def test_startup_seconds_drop_what_a_candidate_could_forge():
                          {}) == {"worker": {}, "judge": {}}
 
 
+def test_the_throughput_benchmark_measures_how_timed_copies_spread():
+  from benchmarks.sandbox_throughput import copy_spread  # pylint: disable=import-outside-toplevel
+  teacher = lambda problem, ms: dict(kind="teacher", problem=problem, backend="triton",
+                                     candidate_ms=ms)
+  rows = [teacher("a", 10.0), teacher("a", 10.5), teacher("a", 11.0), teacher("a", None),
+          teacher("b", 4.0), teacher("b", 4.0), teacher("c", 2.0),  # c: one copy, no spread
+          dict(kind="honest", problem="d", backend="cuda", candidate_ms=1.0)]
+  assert copy_spread(rows) == {"problems": 2, "median_pct": 4.762, "max_pct": 9.524}
+  assert copy_spread([]) == {"problems": 0, "median_pct": None, "max_pct": None}
+
+
 def test_the_throughput_benchmark_takes_medians_of_each_step():
   from benchmarks.sandbox_throughput import _startup_medians, _step_medians  # pylint: disable=import-outside-toplevel
   assert _step_medians([{"candidate_run": 1.0, "audits": 2.0}, None, {"candidate_run": 3.0},
