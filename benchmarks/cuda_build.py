@@ -12,8 +12,11 @@ directory once per mode, one build at a time:
   pch    light, plus the precompiled torch/extension.h for main.cpp (built first, once per
          machine; its time is printed separately);
   fast   all three: the sandbox's build (SandboxConfig.fast_build);
-  lite   the .cu against kz_torch_lite.h instead of torch's headers, main.cpp with the PCH
-         (sandbox/lite_build.py; SandboxConfig.lite_cuda_header), falling back to fast.
+  lite_cu  the .cu against kz_torch_lite.h instead of torch's headers, main.cpp with the PCH
+         (sandbox/lite_build.py), falling back to fast: the sandbox's build
+         (SandboxConfig.lite_cuda_header; `lite` until the lite main.cpp came);
+  lite   lite_cu, and main.cpp against kz_torch_lite_bind.h (pybind11 and the lite header)
+         instead of the PCH (SandboxConfig.lite_main_cpp).
 Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
@@ -33,12 +36,13 @@ from absl import flags
 
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
-_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite"],
+_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite"],
                           "Build modes to time.")
-# mode: (the precompiled header, only the named operators' headers, the lite .cu header)
-_FAST_MODES = {"light": (False, False, False), "ops": (False, True, False),
-               "pch": (True, False, False), "fast": (True, True, False),
-               "lite": (True, True, True)}
+# mode: (the precompiled header, only the named operators' headers, the lite .cu header, the
+# lite main.cpp)
+_FAST_MODES = {"light": (False, False, False, False), "ops": (False, True, False, False),
+               "pch": (True, False, False, False), "fast": (True, True, False, False),
+               "lite_cu": (True, True, True, False), "lite": (True, True, True, True)}
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -80,7 +84,7 @@ def main(argv):
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
-    if "lite" in _MODES.value:
+    if any(_FAST_MODES.get(mode, (False,) * 3)[2] for mode in _MODES.value):
       fast_build.require_lite(header)
   rows = []
   for path in files:
@@ -90,10 +94,11 @@ def main(argv):
         if mode == "plain":
           build = load_inline
         else:
-          pch, op_headers, lite = _FAST_MODES[mode]
+          pch, op_headers, lite, lite_main = _FAST_MODES[mode]
           build = fast_build.fast_load_inline(
               load_inline, header if pch else None, log.append, op_headers=op_headers,
-              lite_object=fast_build.lite_object_of(header) if lite else None)
+              lite_object=fast_build.lite_object_of(header) if lite else None,
+              lite_main=lite_main)
         args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                     build_directory=tempfile.mkdtemp(prefix="kz_build_"))
         t0 = time.perf_counter()

@@ -6,7 +6,8 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 A path is LAUNCHER:BUILD[:REFERENCE][:gpuN]: judges forked from the warm server (`zygote`) or
 started as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header
 and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h
-first (`lite`, sandbox/lite_build.py), or as `load_inline` builds them (`plain`); the
+first (`lite`, sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.h too
+(`lite_main`), or as `load_inline` builds them (`plain`); the
 reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
@@ -53,9 +54,9 @@ _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Ca
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
                            "LAUNCHER:BUILD[:REFERENCE][:gpuN] paths to compare (launchers: "
-                           "zygote, subprocess; builds: fast, lite, plain; references: reuse "
-                           "(default), measure; gpuN: N judges check on the GPU at once, "
-                           "default --gpu_concurrency).")
+                           "zygote, subprocess; builds: fast, lite, lite_main, plain; "
+                           "references: reuse (default), measure; gpuN: N judges check on the "
+                           "GPU at once, default --gpu_concurrency).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
 _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
                                     "per backend (0: all it understands).")
@@ -121,21 +122,26 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
   return jobs, meta
 
 
-def parse_path(path: str) -> tuple[str, str, bool, bool, int | None, bool]:
+LITE_LEVELS = {"fast": 0, "plain": 0, "lite": 1, "lite_main": 2}
+
+
+def parse_path(path: str) -> tuple[str, str, bool, bool, int | None, int]:
   """'LAUNCHER:BUILD[:REFERENCE][:gpuN]' -> (path, launcher, fast build?, reuse the reference?,
-  judges checking on the GPU at once, or None for --gpu_concurrency's, lite .cu header?)."""
+  judges checking on the GPU at once, or None for --gpu_concurrency's, what is built lite: 0
+  nothing, 1 the .cu, 2 the .cu and main.cpp)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
   reference = extra.pop(0) if extra else "reuse"
-  if (launcher not in LAUNCHERS or build not in ("fast", "lite", "plain")
+  if (launcher not in LAUNCHERS or build not in LITE_LEVELS
       or reference not in ("reuse", "measure") or extra):
     raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN] with a "
-                         f"launcher of {LAUNCHERS}, a build of fast, lite, plain, a reference of "
-                         "reuse, measure and N >= 1 judges checking on the GPU at once")
-  return path, launcher, build != "plain", reference == "reuse", concurrency, build == "lite"
+                         f"launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, a "
+                         "reference of reuse, measure and N >= 1 judges checking on the GPU at "
+                         "once")
+  return path, launcher, build != "plain", reference == "reuse", concurrency, LITE_LEVELS[build]
 
 
 def _median(values: list[float]) -> float | None:
@@ -164,7 +170,7 @@ def run() -> dict:
   for name, launcher, fast, reuse, concurrency, lite in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
-                                 lite_cuda_header=lite)
+                                 lite_cuda_header=lite >= 1, lite_main_cpp=lite == 2)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging

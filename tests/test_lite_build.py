@@ -142,6 +142,8 @@ double KZ(sums)(torch::Tensor x, int64_t which) {
   return total;
 }
 
+int64_t KZ(size_at)(torch::Tensor x, int64_t dim) { return x.size(dim); }
+
 int64_t KZ(check)(torch::Tensor x, int64_t which) {
   if (which == 0) TORCH_CHECK(x.dim() == 1, "need 1-D, got ", x.dim(), "-D ", x.scalar_type());
   if (which == 1) TORCH_CHECK(x.is_contiguous());
@@ -151,7 +153,7 @@ int64_t KZ(check)(torch::Tensor x, int64_t which) {
   return 1;
 }
 """
-NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "check")
+NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "size_at", "check")
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +224,57 @@ def test_the_lite_header_and_torchs_agree(both, tensor):
   assert _outcome(both.lite_kinds, x) == _outcome(both.real_kinds, x)
   for which in range(6):
     assert _outcome(both.lite_sums, x, which) == _outcome(both.real_sums, x, which), which
+
+
+@pytest.fixture(scope="module")
+def lite_bound(tmp_path_factory):
+  """The body in a lite main.cpp as a lite build writes it: lite_cpp_sources, then the module
+  load_inline generates (each function through torch::wrap_pybind_function), and the runtime."""
+  from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
+  src = tmp_path_factory.mktemp("lite_bound_src")
+  (main,) = lite_build.lite_cpp_sources(["#define KZ(name) lite_##name\n" + BODY])
+  module = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+  module += [f'm.def("lite_{n}", torch::wrap_pybind_function(lite_{n}), "lite_{n}");'
+             for n in NAMES]
+  (src / "main.cpp").write_text(main + "\n" + "\n".join(module + ["}"]) + "\n")
+  return load("kz_lite_bound", [str(src / "main.cpp"), lite_build.RUNTIME_SOURCE],
+              extra_include_paths=[lite_build.LITE_DIR],
+              build_directory=str(tmp_path_factory.mktemp("lite_bound_build")))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("tensor", list(TENSORS))
+def test_a_lite_main_cpp_binds_as_torchs_does(lite_bound, both, tensor):
+  """Same body: bound through the lite binding header, and through torch's (the `both`
+  extension's real_* functions): the same results and the same errors."""
+  x = TENSORS[tensor]
+  for name, whiches in (("geometry", [()]), ("total", [()]), ("kinds", [()]),
+                        ("make", [(w,) for w in range(12)]), ("check", [(w,) for w in range(5)]),
+                        ("ops", [(w,) for w in range(7)]), ("sums", [(w,) for w in range(6)])):
+    lite, real = getattr(lite_bound, f"lite_{name}"), getattr(both, f"real_{name}")
+    for which in whiches:
+      assert _outcome(lite, x, *which) == _outcome(real, x, *which), (name, which)
+
+
+def test_a_lite_main_cpp_rejects_and_returns_python_objects_as_torchs_does(lite_bound, both):
+  for bad in ("not a tensor", None, [1.0, 2.0], torch.arange(3).numpy()):
+    for fn in (lite_bound.lite_total, both.real_total):
+      with pytest.raises(TypeError, match="incompatible function arguments"):
+        fn(bad)
+  with pytest.raises(TypeError):
+    lite_bound.lite_make(torch.ones(2), 1.5)  # a float where int64_t is declared
+  x = torch.nn.Parameter(torch.arange(4.0))
+  assert lite_bound.lite_make(x, 11) is x  # the same Python object back, as torch's caster
+  import sys  # pylint: disable=import-outside-toplevel
+  before = sys.getrefcount(x)
+  for _ in range(100):
+    lite_bound.lite_make(x, 11)
+    lite_bound.lite_geometry(x)
+  assert sys.getrefcount(x) == before
+  for fn in (lite_bound.lite_size_at, both.real_size_at, both.lite_size_at):
+    assert fn(x, -1) == 4
+    with pytest.raises(IndexError, match="Dimension out of range"):  # torch's error types
+      fn(x, 3)
 
 
 def test_tensors_cross_the_lite_code_without_leaks_or_copies(both):
@@ -339,15 +392,32 @@ def test_the_lite_build_comes_first():
   load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o")
   assert load("ext", "int g();", KERNEL, extra_ldflags=["-lfoo"]) == "module 1"
   (call,) = fake.calls
-  # load_inline is told not to put torch/types.h above the lite header; main.cpp still gets
-  # torch/extension.h, the .cu the CUDA headers load_inline would have added.
+  # load_inline is told not to put torch/types.h above the lite header; main.cpp gets the
+  # binding header instead of torch/extension.h (and no PCH), the .cu the CUDA headers
+  # load_inline would have added.
   assert call["no_implicit_headers"] is True
-  assert call["cpp_sources"] == ["#include <torch/extension.h>", "int g();"]
+  assert call["cpp_sources"] == ['#include "kz_torch_lite_bind.h"\nint g();']
   assert call["cuda_sources"] == ["#include <cuda.h>\n#include <cuda_runtime.h>\n"
                                   + lite_build.lite_cuda_source(KERNEL)]
   assert call["extra_include_paths"] == [lite_build.LITE_DIR]
   assert call["extra_ldflags"] == ["-lfoo", "/cache/rt.o"]
+  assert call["extra_cflags"] is None
+  assert log == ["lite build (kz_torch_lite.h for the .cu and main.cpp)"]
+
+
+@pytest.mark.parametrize("lite_main, cpp", [
+    (False, "int g();"),  # asked for
+    (True, "#include <torch/python.h>\nint g();"),  # a header the binding one does not cover
+])
+def test_main_cpp_keeps_torchs_headers_and_the_pch_where_it_cannot_be_lite(lite_main, cpp):
+  fake, log = FakeLoadInline(), []
+  load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o",
+                                     lite_main=lite_main)
+  load("ext", cpp, KERNEL)
+  (call,) = fake.calls
+  assert call["cpp_sources"] == ["#include <torch/extension.h>", cpp]
   assert call["extra_cflags"] == ["-include", "/cache/h.h"]
+  assert call["cuda_sources"][0].endswith(lite_build.lite_cuda_source(KERNEL))
   assert log == ["lite build (kz_torch_lite.h for the .cu, precompiled header)"]
 
 
@@ -362,6 +432,16 @@ def test_a_failed_lite_build_is_built_the_fast_way_then_as_asked():
   assert fast["extra_ldflags"] is None and plain["extra_ldflags"] is None
   assert plain["cuda_sources"] == KERNEL and plain["extra_cflags"] is None
   assert log[0] == f"lite build failed ({BUILD_FAILURE}); building with torch's headers"
+
+
+def test_a_candidate_that_asks_for_no_implicit_headers_and_includes_torch_gets_a_lite_main():
+  fake = FakeLoadInline()
+  load = fast_build.fast_load_inline(fake, "/cache/h.h", lite_object="/cache/rt.o")
+  load("ext", ["#include <torch/extension.h>\n", "int g();"], KERNEL, no_implicit_headers=True)
+  (call,) = fake.calls
+  assert call["cpp_sources"] == ['#include "kz_torch_lite_bind.h"\n\nint g();']
+  assert call["cuda_sources"] == [lite_build.lite_cuda_source(KERNEL)]
+  assert call["extra_cflags"] is None
 
 
 def test_a_candidate_that_asks_for_no_implicit_headers_gets_none_added():
@@ -406,8 +486,9 @@ def test_the_cu_that_load_inline_writes_for_a_lite_build_names_no_torch_header(
   lite, _, plain = written  # the lite attempt, then the fallbacks
   assert not re.search(r"#include\s*<(torch|ATen|c10)/", lite["cuda.cu"])
   assert '#include "kz_torch_lite.h"' in lite["cuda.cu"]
-  assert lite["main.cpp"].startswith("#include <torch/extension.h>\n")
-  assert "PYBIND11_MODULE" in lite["main.cpp"]
+  assert lite["main.cpp"].startswith('#include "kz_torch_lite_bind.h"\n')
+  assert not re.search(r"#include\s*<(torch|ATen|c10)/", lite["main.cpp"])
+  assert 'm.def("f", torch::wrap_pybind_function(f), "f");' in lite["main.cpp"]
   assert plain["cuda.cu"].startswith("#include <torch/types.h>")  # as torch builds it
 
 

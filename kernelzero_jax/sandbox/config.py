@@ -61,6 +61,9 @@ class SandboxConfig:
   # against it instead of torch's headers, falling back to the fast build (lite_build.py).
   # On an H200: 8.5 s a build instead of 24 s, the same verdicts (BENCHMARKS.md).
   lite_cuda_header: bool = True
+  # ...and main.cpp against kz_torch_lite_bind.h (pybind11 and the lite header) instead of the
+  # precompiled torch/extension.h. CPU-tested; off until measured on a GPU.
+  lite_main_cpp: bool = False
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

@@ -304,11 +304,12 @@ def _source_list(sources: str | list[str]) -> list[str]:
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      log: Callable[[str], None] = lambda _: None,
                      op_headers: bool = True,
-                     lite_object: str | None = None) -> Callable[..., Any]:
+                     lite_object: str | None = None,
+                     lite_main: bool = True) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
-  before all that."""
+  before all that, and (with `lite_main`) so is the generated main.cpp where it can be."""
   signature = inspect.signature(load_inline)
 
   def with_pch(arguments: dict[str, Any]) -> list[str]:
@@ -329,22 +330,29 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                 extra_include_paths=[lite_build.LITE_DIR,
                                      *(arguments.get("extra_include_paths") or [])],
                 extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
-    if not arguments.get("no_implicit_headers"):
+    cpp = _source_list(arguments.get("cpp_sources") or [])
+    implicit = not arguments.get("no_implicit_headers")
+    # main.cpp lite too (the binding header instead of torch/extension.h), unless the candidate
+    # asked for no implicit headers and includes no torch header itself (it gets none then).
+    main = (lite_build.lite_cpp_sources(cpp)
+            if lite_main and (implicit or any(map(lite_build.includes_torch, cpp))) else None)
+    if implicit:
       # What load_inline would add, less torch/types.h in the .cu, which would undo the lite
       # header (and clash with it).
       lite.update(no_implicit_headers=True,
-                  cpp_sources=["#include <torch/extension.h>",
-                               *_source_list(arguments.get("cpp_sources") or [])],
+                  cpp_sources=main or ["#include <torch/extension.h>", *cpp],
                   cuda_sources=[lite_build.IMPLICIT_CUDA_INCLUDES + sources[0], *sources[1:]])
-    if pch_header:
+    elif main:
+      lite["cpp_sources"] = main
+    if pch_header and not main:
       lite["extra_cflags"] = with_pch(lite)
     try:
       module = load_inline(**lite)
     except Exception as e:  # pylint: disable=broad-except
       log(f"lite build failed ({failure(e)}); building with torch's headers")
       return None
-    log("lite build (kz_torch_lite.h for the .cu" + (", precompiled header)" if pch_header
-                                                     else ")"))
+    log("lite build (kz_torch_lite.h for the .cu" + (
+        " and main.cpp)" if main else ", precompiled header)" if pch_header else ")"))
     return module
 
   def wrapper(*args, **kwargs):

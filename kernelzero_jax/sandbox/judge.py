@@ -310,6 +310,7 @@ class Judge:
       spec["pch_header"] = self.pch_header
       if cfg.lite_cuda_header and self.pch_header and fast_build.lite_intact(self.pch_header):
         self.lite_object = spec["lite_object"] = fast_build.lite_object_of(self.pch_header)
+        spec["lite_main"] = cfg.lite_main_cpp
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
 

@@ -10,6 +10,11 @@ checks) with torch's names, layout and meaning; each operation calls a kz_lite_*
 the precompiled header (fast_build.build_pch) and linked into every lite-built extension. A
 source that names a 16-bit float type also gets c10's Half and BFloat16 (KZ_LITE_HALF).
 
+With SandboxConfig.lite_main_cpp, the generated main.cpp (the candidate's cpp_sources and the
+pybind11 module load_inline adds) is built against `lite/kz_torch_lite_bind.h` too: pybind11,
+the lite header, a caster for at::Tensor and torch::wrap_pybind_function, whose conversions and
+exception translation are the runtime's, i.e. torch's (`lite_cpp_sources`).
+
 `lite_cuda_sources` swaps a .cu's torch includes for the lite header; a .cu that includes any
 other torch, ATen or c10 header (say ATen/cuda/Atomic.cuh) is not lite-built. A .cu that uses a
 name the lite header lacks fails to compile, and fast_build.fast_load_inline builds it again the
@@ -24,6 +29,7 @@ import re
 
 LITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lite")
 LITE_HEADER = "kz_torch_lite.h"
+BIND_HEADER = "kz_torch_lite_bind.h"  # a lite main.cpp's: pybind11 and at::Tensor's caster
 RUNTIME_SOURCE = os.path.join(LITE_DIR, "kz_torch_lite_runtime.cpp")
 RUNTIME_OBJECT = "kz_torch_lite_runtime.o"
 # load_inline puts `#include <torch/types.h>`, <cuda.h> and <cuda_runtime.h> at the top of every
@@ -38,24 +44,43 @@ _TORCH_INCLUDE = re.compile(
     r'^[ \t]*#[ \t]*include[ \t]*[<"]((?:torch|ATen|c10|caffe2)/[^>"]+)[>"][^\n]*$', re.MULTILINE)
 
 
+def includes_torch(source: str) -> bool:
+  """Whether `source` includes a torch, ATen or c10 header."""
+  return bool(_TORCH_INCLUDE.search(source))
+
+
 def lite_cuda_source(source: str) -> str | None:
   """`source` with its torch includes replaced by the lite header, or None when it includes a
   torch header the lite header does not cover, or none at all."""
+  return _with_header(source, LITE_HEADER) if includes_torch(source) else None
+
+
+def _with_header(source: str, header: str) -> str | None:
+  """`source` with its torch includes (all covered, or None) replaced by `header`, which comes
+  first when it includes none; KZ_LITE_HALF defined above it when the source names half."""
   includes = _TORCH_INCLUDE.findall(source)
-  if not includes or any(path not in _COVERED for path in includes):
+  if any(path not in _COVERED for path in includes):
     return None
+  include = f'#include "{header}"'
   first = True
 
   def replace(_match: re.Match) -> str:
     nonlocal first
-    line, first = (f'#include "{LITE_HEADER}"' if first else ""), False
+    line, first = (include if first else ""), False
     return line
 
-  lite = _TORCH_INCLUDE.sub(replace, source)
+  lite = _TORCH_INCLUDE.sub(replace, source) if includes else include + "\n" + source
   if _HALF.search(source):  # torch's 16-bit float types, only for a source that names them
-    include = f'#include "{LITE_HEADER}"'
     lite = lite.replace(include, "#define KZ_LITE_HALF\n" + include, 1)
   return lite
+
+
+def lite_cpp_sources(sources: list[str]) -> list[str] | None:
+  """load_inline's cpp_sources for a lite main.cpp: joined, their torch includes (all covered,
+  or None) replaced by the binding header, which comes first. load_inline then adds its
+  pybind11 module, whose torch::wrap_pybind_function the binding header declares."""
+  lite = _with_header("\n".join(sources), BIND_HEADER)
+  return None if lite is None else [lite]
 
 
 def lite_cuda_sources(sources: list[str]) -> list[str] | None:

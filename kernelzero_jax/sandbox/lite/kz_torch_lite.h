@@ -306,18 +306,23 @@ using kz_lite::TensorOptions;
 // that main.cpp defines with the same name and arguments: the linker keeps one definition of a
 // symbol, and torch's Tensor::type(), say, returns another type than this one's.
 #define KZ_LITE_DISTINCT template <int KzLiteDistinct = 0>
+// Constructors and the destructor cannot be templates: they are always inlined instead, so that
+// no object file defines them out of line under torch's symbols. Otherwise the linker could
+// keep this header's at::Tensor::Tensor() for the runtime too, which calls the runtime, which
+// calls it again (a lite main.cpp is linked before the runtime).
+#define KZ_LITE_SPECIAL __attribute__((always_inline)) inline
 
 class Tensor {
  public:
-  Tensor() { kz_lite_tensor_undefined(this); }
-  Tensor(const Tensor& other) { kz_lite_tensor_copy(this, &other); }
-  Tensor(Tensor&& other) noexcept { kz_lite_tensor_move(this, &other); }
-  ~Tensor() { kz_lite_tensor_destroy(this); }
-  Tensor& operator=(const Tensor& other) {
+  KZ_LITE_SPECIAL Tensor() { kz_lite_tensor_undefined(this); }
+  KZ_LITE_SPECIAL Tensor(const Tensor& other) { kz_lite_tensor_copy(this, &other); }
+  KZ_LITE_SPECIAL Tensor(Tensor&& other) noexcept { kz_lite_tensor_move(this, &other); }
+  KZ_LITE_SPECIAL ~Tensor() { kz_lite_tensor_destroy(this); }
+  KZ_LITE_SPECIAL Tensor& operator=(const Tensor& other) {
     kz_lite_tensor_assign(this, &other);
     return *this;
   }
-  Tensor& operator=(Tensor&& other) noexcept {
+  KZ_LITE_SPECIAL Tensor& operator=(Tensor&& other) noexcept {
     kz_lite_tensor_move_assign(this, &other);
     return *this;
   }

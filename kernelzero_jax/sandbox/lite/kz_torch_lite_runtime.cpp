@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #ifdef KZ_LITE_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -148,4 +150,17 @@ void* kz_lite_current_stream(int8_t device_index) {
 #endif
 }
 
+// kz_torch_lite_bind.h's side: a lite main.cpp's conversions, as torch's pybind11 caster does
+// them, and its exception translation, as torch::wrap_pybind_function does it.
+int kz_lite_from_python(void* out, PyObject* obj) {
+  if (!THPVariable_Check(obj)) return 0;
+  M(out) = THPVariable_Unpack(obj);
+  return 1;
+}
+PyObject* kz_lite_to_python(const void* self) { return THPVariable_Wrap(T(self)); }
+
 }  // extern "C"
+
+void kz_lite_set_python_error(const std::exception_ptr& error) {
+  torch::translate_exception_to_python(error);
+}
