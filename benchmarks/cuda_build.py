@@ -17,6 +17,12 @@ directory once per mode, one build at a time:
          (SandboxConfig.lite_cuda_header; `lite` until the lite main.cpp came);
   lite   lite_cu, and main.cpp against kz_torch_lite_bind.h (pybind11 and the lite header)
          instead of the PCH (SandboxConfig.lite_main_cpp).
+Two more modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
+they also run on a machine without CUDA, with a CPU precompiled header there):
+  main_pch   main.cpp as load_inline writes it, with the precompiled torch/extension.h (what
+             fast and lite_cu compile);
+  main_lite  main.cpp as a lite build writes it, against kz_torch_lite_bind.h (what lite
+             compiles).
 Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
@@ -43,6 +49,7 @@ _MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "li
 _FAST_MODES = {"light": (False, False, False, False), "ops": (False, True, False, False),
                "pch": (True, False, False, False), "fast": (True, True, False, False),
                "lite_cu": (True, True, True, False), "lite": (True, True, True, True)}
+_MAIN_MODES = ("main_pch", "main_lite")
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -69,6 +76,55 @@ def captured_calls(path: str) -> list[dict]:
   return calls
 
 
+def written_main_cpp(call: dict, lite: bool) -> str | None:
+  """The main.cpp that torch's load_inline writes for `call`, as asked or (`lite`) as a lite
+  build has it written; None if a lite build would not write one for this call."""
+  import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+  written = []
+
+  def capture(name, sources, *args, **kwargs):
+    del name, args, kwargs
+    with open(sources[0], encoding="utf-8") as f:  # main.cpp comes first
+      written.append(f.read())
+    raise RuntimeError("captured")
+
+  original = cpp_extension._jit_compile  # pylint: disable=protected-access
+  cpp_extension._jit_compile = capture  # pylint: disable=protected-access
+  try:
+    load = cpp_extension.load_inline
+    if lite:
+      load = fast_build.fast_load_inline(load, None, lite_object="kz_unused.o")
+    try:
+      load(**dict(call, build_directory=tempfile.mkdtemp(prefix="kz_main_")))
+    except RuntimeError:
+      pass
+  finally:
+    cpp_extension._jit_compile = original  # pylint: disable=protected-access
+  if lite:
+    from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
+    written = [w for w in written if lite_build.BIND_HEADER in w]
+  return written[0] if written else None
+
+
+def compile_main_cpp(source: str, header: str, lite: bool) -> tuple[bool, str | None]:
+  """Compiles `source` (a main.cpp) to an object with the flags the PCH `header` was built with,
+  and the PCH itself or the lite headers."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
+  with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+    meta = json.load(f)
+  out_dir = tempfile.mkdtemp(prefix="kz_main_")
+  path = os.path.join(out_dir, "main.cpp")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(source)
+  extra = ["-I", lite_build.LITE_DIR] if lite else ["-include", header]
+  proc = subprocess.run([meta["cxx"], "-c", *extra, *meta["cflags"],
+                         "-DTORCH_EXTENSION_NAME=kz_main", path, "-o", path + ".o"],
+                        capture_output=True, text=True, check=False)
+  return proc.returncode == 0, (proc.stderr[-300:] if proc.returncode else None)
+
+
 def main(argv):
   del argv
   from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
@@ -77,12 +133,15 @@ def main(argv):
   if _LIMIT.value:
     files = files[:_LIMIT.value]
   header = None
-  unknown = set(_MODES.value) - {"plain", *_FAST_MODES}
+  unknown = set(_MODES.value) - {"plain", *_FAST_MODES, *_MAIN_MODES}
   if unknown:
-    raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, {', '.join(_FAST_MODES)}")
-  if any(_FAST_MODES.get(mode, (False,))[0] for mode in _MODES.value):
+    raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, "
+                         f"{', '.join([*_FAST_MODES, *_MAIN_MODES])}")
+  if any(_FAST_MODES.get(mode, (mode in _MAIN_MODES,))[0] for mode in _MODES.value):
+    import torch  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
-    header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
+    header = fast_build.ensure_pch(fast_build.default_cache_dir(),
+                                   with_cuda=torch.cuda.is_available())
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
     if any(_FAST_MODES.get(mode, (False,) * 3)[2] for mode in _MODES.value):
       fast_build.require_lite(header)
@@ -91,6 +150,17 @@ def main(argv):
     for i, call in enumerate(captured_calls(path)):
       for mode in _MODES.value:
         log = []
+        if mode in _MAIN_MODES:
+          source = written_main_cpp(call, lite=mode == "main_lite")
+          t0 = time.perf_counter()
+          ok, error = (compile_main_cpp(source, header, lite=mode == "main_lite") if source
+                       else (False, "a lite build would not write main.cpp for this call"))
+          row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
+                 "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
+          rows.append(row)
+          print(json.dumps(row), flush=True)
+          _write(rows)
+          continue
         if mode == "plain":
           build = load_inline
         else:
