@@ -2,11 +2,12 @@
 //
 // load_inline's main.cpp holds the candidate's cpp_sources (usually declarations of the .cu's
 // functions) and the pybind11 module it generates, in which each function is registered
-// through torch::wrap_pybind_function. With torch's headers (even precompiled) that file is
-// the longest part of a lite build. Here it gets pybind11 (torch's copy, so the module shares
-// torch's pybind11 internals and exception translators), the lite at::Tensor, a pybind11 caster
-// for it and torch::wrap_pybind_function, which forward to kz_torch_lite_runtime.cpp: the
-// Python tensor <-> at::Tensor conversions and the exception translation are torch's own.
+// through torch::wrap_pybind_function. With torch's headers, even precompiled, that file takes
+// about twice as long to compile as with this one (BENCHMARKS.md). Here it gets pybind11
+// (torch's copy, so the module shares torch's pybind11 internals and exception translators),
+// the lite at::Tensor, a pybind11 caster for it and torch::wrap_pybind_function, which forward
+// to kz_torch_lite_runtime.cpp: the Python tensor <-> at::Tensor conversions and the exception
+// translation are torch's own.
 // (C++ warnings, TORCH_WARN, are not turned into Python warnings here.)
 #pragma once
 
