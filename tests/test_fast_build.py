@@ -90,6 +90,21 @@ def test_the_fast_build_adds_the_pch_and_the_light_header():
   assert log == ["fast build (light .cu header, precompiled header)"]
 
 
+@pytest.mark.parametrize("cpp, pch", [
+    ("torch::Tensor f(torch::Tensor x);", False),  # would not compile as asked: nor here
+    ("#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x);", True),
+])
+def test_no_pch_for_a_main_cpp_that_asked_for_no_implicit_headers_and_includes_none(cpp, pch):
+  fake, log = FakeLoadInline(), []
+  load = fast_build.fast_load_inline(fake, "/cache/kz_torch_extension.h", log.append,
+                                     op_headers=False)
+  load("ext", cpp, KERNEL, functions=["f"], no_implicit_headers=True)
+  (call,) = fake.calls
+  assert (call["extra_cflags"] == ["-include", "/cache/kz_torch_extension.h"]) == pch
+  assert call["extra_cflags"] is None or pch
+  assert log == ["fast build (light .cu header" + (", precompiled header)" if pch else ")")]
+
+
 def test_a_failed_fast_build_is_built_again_exactly_as_asked():
   fake, log = FakeLoadInline(failures=1), []
   load = fast_build.fast_load_inline(fake, None, log.append, op_headers=False)

@@ -383,7 +383,10 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
           fast["extra_cuda_cflags"] = ["-DAT_PER_OPERATOR_HEADERS", f"-I{op_dir}",
                                        *(fast.get("extra_cuda_cflags") or [])]
           changes.append(f"named operators only ({dropped} operator headers left out)")
-    if pch_header:
+    # The PCH is torch/extension.h, which main.cpp has at its top unless the candidate asked
+    # load_inline for no implicit headers (then only where it includes it itself).
+    if pch_header and (not fast.get("no_implicit_headers") or any(
+        "torch/extension.h" in s for s in _source_list(fast.get("cpp_sources") or []))):
       fast["extra_cflags"] = with_pch(fast)
       changes.append("precompiled header")
     try:
