@@ -150,33 +150,25 @@ def main(argv):
     for i, call in enumerate(captured_calls(path)):
       for mode in _MODES.value:
         log = []
-        if mode in _MAIN_MODES:
-          source = written_main_cpp(call, lite=mode == "main_lite")
-          t0 = time.perf_counter()
-          ok, error = (compile_main_cpp(source, header, lite=mode == "main_lite") if source
-                       else (False, "a lite build would not write main.cpp for this call"))
-          row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
-                 "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
-          rows.append(row)
-          print(json.dumps(row), flush=True)
-          _write(rows)
-          continue
-        if mode == "plain":
-          build = load_inline
+        if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
+          lite = mode == "main_lite"
+          source = written_main_cpp(call, lite=lite)
+          attempt = (lambda: compile_main_cpp(source, header, lite=lite)) if source else (
+              lambda: (False, "a lite build would not write main.cpp for this call"))
         else:
-          pch, op_headers, lite, lite_main = _FAST_MODES[mode]
-          build = fast_build.fast_load_inline(
-              load_inline, header if pch else None, log.append, op_headers=op_headers,
-              lite_object=fast_build.lite_object_of(header) if lite else None,
-              lite_main=lite_main)
-        args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
-                    build_directory=tempfile.mkdtemp(prefix="kz_build_"))
+          if mode == "plain":
+            build = load_inline
+          else:
+            pch, op_headers, lite, lite_main = _FAST_MODES[mode]
+            build = fast_build.fast_load_inline(
+                load_inline, header if pch else None, log.append, op_headers=op_headers,
+                lite_object=fast_build.lite_object_of(header) if lite else None,
+                lite_main=lite_main)
+          args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
+                      build_directory=tempfile.mkdtemp(prefix="kz_build_"))
+          attempt = lambda: _built(build, args)  # pylint: disable=cell-var-from-loop
         t0 = time.perf_counter()
-        try:
-          build(**args)
-          ok, error = True, None
-        except Exception as e:  # pylint: disable=broad-except
-          ok, error = False, f"{type(e).__name__}: {str(e)[-300:]}"
+        ok, error = attempt()
         row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
                "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
         rows.append(row)
@@ -191,6 +183,15 @@ def main(argv):
                if plain and mode != "plain" else "")
       print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}")
   _write(rows)
+
+
+def _built(build, args: dict) -> tuple[bool, str | None]:
+  """(whether `build(**args)` built, and its error if not)."""
+  try:
+    build(**args)
+    return True, None
+  except Exception as e:  # pylint: disable=broad-except
+    return False, f"{type(e).__name__}: {str(e)[-300:]}"
 
 
 def _write(rows: list[dict]) -> None:
