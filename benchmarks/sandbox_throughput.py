@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN]: judges forked from the warm server (`zygote`) or
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]: judges forked from the warm server (`zygote`) or
 started as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header
 and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h
 first (`lite`, sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.h too
@@ -11,7 +11,8 @@ first (`lite`, sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.
 reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
-always has it alone; default --gpu_concurrency). With a fast CUDA path, the precompiled header
+always has it alone; default --gpu_concurrency); `nopre`: Triton candidates without the
+precompiler (sandbox/triton_precompile.py, on by default). With a fast CUDA path, the precompiled header
 is built first (once per machine; its time is printed). To time reference reuse on RL-like
 groups, repeat the teacher's candidates; to see whether sharing the GPU between checks changes
 a verdict, compare it with the one-at-a-time path in the same run:
@@ -40,7 +41,7 @@ import os
 import re
 import statistics
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from absl import app
 from absl import flags
@@ -125,23 +126,37 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
 LITE_LEVELS = {"fast": 0, "plain": 0, "lite": 1, "lite_main": 2}
 
 
-def parse_path(path: str) -> tuple[str, str, bool, bool, int | None, int]:
-  """'LAUNCHER:BUILD[:REFERENCE][:gpuN]' -> (path, launcher, fast build?, reuse the reference?,
-  judges checking on the GPU at once, or None for --gpu_concurrency's, what is built lite: 0
-  nothing, 1 the .cu, 2 the .cu and main.cpp)."""
+class BenchPath(NamedTuple):
+  """One way of judging the batch (--paths)."""
+  name: str
+  launcher: str
+  fast: bool  # CUDA: the fast build (else as load_inline builds)
+  reuse: bool  # the reference's facts shared by the judges of a reference
+  concurrency: int | None  # judges checking on the GPU at once (None: --gpu_concurrency's)
+  lite: int  # what is built lite: 0 nothing, 1 the .cu, 2 the .cu and main.cpp
+  precompile: bool = True  # Triton: kernels compiled before the GPU hold (triton_precompile)
+
+
+def parse_path(path: str) -> BenchPath:
+  """'LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]' -> BenchPath (`nopre`: no Triton
+  precompiler)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
+  precompile = not (extra and extra[-1] == "nopre")
+  if not precompile:
+    extra.pop()
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
   reference = extra.pop(0) if extra else "reuse"
   if (launcher not in LAUNCHERS or build not in LITE_LEVELS
       or reference not in ("reuse", "measure") or extra):
-    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN] with a "
-                         f"launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, a "
-                         "reference of reuse, measure and N >= 1 judges checking on the GPU at "
-                         "once")
-  return path, launcher, build != "plain", reference == "reuse", concurrency, LITE_LEVELS[build]
+    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre] "
+                         f"with a launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, "
+                         "a reference of reuse, measure and N >= 1 judges checking on the GPU "
+                         "at once")
+  return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
+                   LITE_LEVELS[build], precompile)
 
 
 def _median(values: list[float]) -> float | None:
@@ -156,21 +171,22 @@ def run() -> dict:
   if _TIMING_TARGET.value is not None:
     base = dataclasses.replace(base, timing_target_s=_TIMING_TARGET.value)
   paths = [parse_path(path) for path in _PATHS.value]
-  if len({name for name, *_ in paths}) != len(paths):
+  if len({path.name for path in paths}) != len(paths):
     raise app.UsageError(f"--paths: {_PATHS.value} names a path twice")
-  if device == "cuda" and "cuda" in _BACKENDS.value and any(fast for _, _, fast, *_ in paths):
+  if device == "cuda" and "cuda" in _BACKENDS.value and any(path.fast for path in paths):
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(), with_cuda=True)
     print(f"precompiled header {header}: ready in {time.perf_counter() - t0:.1f} s "
           "(built once per machine)")
-    if any(lite for *_, lite in paths):  # else a lite path's judges build the fast way unseen
+    if any(path.lite for path in paths):  # else a lite path's judges build the fast way unseen
       fast_build.require_lite(header)
   results = {}
-  for name, launcher, fast, reuse, concurrency, lite in paths:
+  for name, launcher, fast, reuse, concurrency, lite, precompile in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
-                                 lite_cuda_header=lite >= 1, lite_main_cpp=lite == 2)
+                                 lite_cuda_header=lite >= 1, lite_main_cpp=lite == 2,
+                                 triton_precompile=precompile)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging
@@ -190,10 +206,16 @@ def run() -> dict:
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                              "shared_gpu_oom"))
+    pre = [(r.get("evidence") or {}).get("triton_precompile") or {} for r in rows]
+    precompiled = {"with_kernels": sum(bool(p.get("kernels")) for p in pre),
+                   "started": sum(bool(p) for p in pre),
+                   "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
+                   "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
-                     "checks_alone": alone, "shared_gpu_oom": oom, "medians": by_backend,
+                     "checks_alone": alone, "shared_gpu_oom": oom,
+                     "triton_precompile": precompiled, "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "timing_target_s": config.timing_target_s, "copy_spread": spread,
                      "rows": rows}
@@ -201,6 +223,10 @@ def run() -> dict:
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
           f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
           f"memory, {oom} judged again after running out of GPU memory)")
+    if precompiled["started"]:
+      print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
+            f"compiled kernels, median wait {precompiled['median_waited_s']} s; "
+            f"errors: {precompiled['errors']}")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]

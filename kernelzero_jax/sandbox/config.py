@@ -65,6 +65,10 @@ class SandboxConfig:
   # precompiled torch/extension.h. On an H200: 3.4 s a build instead of 6.9 s, the same
   # verdicts (BENCHMARKS.md).
   lite_main_cpp: bool = True
+  # Triton candidates on a GPU: compile their kernels in a second worker on the meta device
+  # while the candidate's worker starts, so that the first check, which holds the GPU, does not
+  # (triton_precompile.py).
+  triton_precompile: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

@@ -25,6 +25,8 @@ from typing import Any
 ALLOWED_PROGRAMS = frozenset({
     "ninja", "nvcc", "c++", "g++", "gcc", "cc", "clang", "clang++", "ld", "ptxas", "cicc",
     "fatbinary", "nvlink", "cuobjdump", "nvdisasm", "which", "ldconfig", "uname", "cudafe++",
+    # Triton 3.9 and later assemble for sm_90 and newer with the ptxas it ships under this name.
+    "ptxas-blackwell",
     # ctypes.util.find_library, which Triton uses to locate libcuda, runs these.
     "file", "objdump", "ld.bfd", "ld.gold",
 })

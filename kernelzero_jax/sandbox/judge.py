@@ -60,6 +60,7 @@ class WorkerHandle:
     ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
     self.conn, child = ctx.Pipe(duplex=True)
     self.workdir = spec["workdir"]
+    self.stderr_name = ("precompile_" if spec.get("role") else "") + "stderr.txt"
     self.memory_limit = memory_limit_gb * 2**30
     # A forked worker inherits the judge's end of the pipe; it closes it first thing.
     inherited = [self.conn.fileno()] if FORK_WORKERS else []
@@ -102,7 +103,7 @@ class WorkerHandle:
 
   def _stderr_tail(self, lines: int = 8) -> str:
     try:
-      with open(os.path.join(self.workdir, "stderr.txt"), errors="replace") as f:
+      with open(os.path.join(self.workdir, self.stderr_name), errors="replace") as f:
         tail = f.read()[-4000:].strip().splitlines()[-lines:]
       return ("; stderr: " + " | ".join(tail)) if tail else ""
     except OSError:
@@ -249,6 +250,7 @@ class Judge:
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
+    self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
     self.lite_object: str | None = None  # and the lite header's runtime (lite_build.py)
     # Facts about the reference that other judges of the same reference and config measured,
@@ -283,8 +285,9 @@ class Judge:
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
     finally:
-      if self.worker is not None:
-        self.worker.kill()
+      for handle in (self.worker, self.precompiler):
+        if handle is not None:
+          handle.kill()
       shutil.rmtree(self.workdir, ignore_errors=True)
     return v
 
@@ -313,6 +316,12 @@ class Judge:
         spec["lite_main"] = cfg.lite_main_cpp
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
+    if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
+      from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
+      # Beside the worker, while that one starts its CUDA context: the candidate's kernels
+      # compiled into the cache they share, on no GPU.
+      self.precompiler = WorkerHandle(
+          dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb)
 
   def _evaluate(self) -> None:
     startup = V.StepClock()  # this judge's steps while its worker starts and builds
@@ -363,6 +372,9 @@ class Judge:
                            f"{self.lite_object} (compiler flags that write outside the build "
                            "directory)")
 
+    if self.precompiler is not None:
+      self._await_precompile()
+
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
     hold = lambda exclusive: self._gpu_hold(slots, exclusive) if cuda else contextlib.nullcontext()
@@ -394,6 +406,23 @@ class Judge:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
+
+  def _await_precompile(self) -> None:
+    """Waits for the precompiler (within the build's deadline) before the GPU is taken, then
+    stops it. Whatever happened to it, the evaluation goes on: it changes only how much the
+    candidate's first check compiles (evidence["triton_precompile"])."""
+    from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
+    remaining = min(self.cfg.build_timeout_s - (t0 - self.worker_started),
+                    triton_precompile.MAX_WAIT_S)
+    try:
+      reply = triton_precompile.sanitize(
+          self.precompiler.wait(max(remaining, POLL_S), "precompile"))
+    except StageFailure as f:
+      reply = {"error": f.reason[:triton_precompile.REPLY_LIMITS["error_chars"]]}
+    self.precompiler.kill()
+    reply["waited_s"] = round(time.perf_counter() - t0, 3)
+    self.verdict.evidence["triton_precompile"] = reply
 
   def _release_gpu_memory(self) -> None:
     """Frees the GPU memory that this judge and its worker hold only in their allocators'

@@ -28,6 +28,8 @@ from kernelzero_jax.sandbox import guard as guard_lib
 from kernelzero_jax.sandbox import verdict as V
 
 MARKER_KERNEL = "FillFunctor"
+# The role of a worker that only compiles a Triton candidate's kernels (triton_precompile.py).
+PRECOMPILE = "precompile"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -48,8 +50,10 @@ def _setup_process(spec: dict[str, Any]) -> None:
   workdir = spec["workdir"]
   os.makedirs(workdir, exist_ok=True)
   os.chdir(workdir)
+  prefix = "precompile_" if spec.get("role") == PRECOMPILE else ""
   for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-    f = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    f = os.open(os.path.join(workdir, prefix + name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                0o600)
     os.dup2(f, fd)
     os.close(f)
   os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
@@ -58,8 +62,11 @@ def _setup_process(spec: dict[str, Any]) -> None:
   # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
   # builds its launcher in a temporary directory on first use): point it here too.
   tempfile.tempdir = workdir
-  if spec["device"] == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
+  if spec["device"] in ("cpu", "meta"):  # meta: a precompiler, which never sees a GPU
+    if spec["device"] == "cpu":
+      os.environ["TRITON_INTERPRET"] = "1"
+    else:  # kernels compile for a GPU; interpreted ones would not
+      os.environ.pop("TRITON_INTERPRET", None)
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     limit = int(spec["memory_limit_gb"] * 2**30)
     # Address-space limit makes a huge allocation fail fast on the CPU. (On a GPU, CUDA reserves
@@ -118,7 +125,11 @@ class _Worker:
     self._warm_up_observers()
     self.startup.lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
-    self.candidate_path = os.path.join(spec["workdir"], "candidate.py")
+    # A precompiler shares the worker's directory (its Triton cache) but not its source file.
+    folder = (os.path.join(spec["workdir"], PRECOMPILE) if spec.get("role") == PRECOMPILE
+              else spec["workdir"])
+    os.makedirs(folder, exist_ok=True)
+    self.candidate_path = os.path.join(folder, "candidate.py")
     self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
     self.guard.install()
     self.integrity = evidence.IntegritySnapshot({
@@ -256,8 +267,23 @@ class _Worker:
   def _send(self, obj) -> None:
     channel.send(self.conn, obj, by_value=self.device.type != "cuda")
 
+  def precompile(self) -> dict[str, Any]:
+    """The precompiler's one job: compile the candidate's Triton kernels for this machine's
+    GPUs (or spec["triton_capability"]) on the meta device (triton_precompile.py)."""
+    from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
+    capability = self.spec.get("triton_capability") or triton_precompile.nvml_capability()
+    if not capability:
+      return {"ok": False, "error": "no single GPU compute capability found through NVML"}
+    return {"ok": True, **triton_precompile.precompile(
+        self.module.ModelNew, self.reference.get_init_inputs, self.reference.get_inputs,
+        int(capability))}
+
   def serve(self) -> None:
-    self._send(self.build())
+    built = self.build()
+    if self.spec.get("role") == PRECOMPILE:
+      self._send(self.precompile() if built.get("ok") else built)
+      return
+    self._send(built)
     while True:
       msg = channel.recv(self.conn)
       self._held = None

@@ -1,0 +1,216 @@
+"""The Triton precompiler (sandbox/triton_precompile.py): a worker on the meta device that
+compiles a candidate's kernels for a GPU into the cache its worker reads.
+
+This machine has no GPU, but Triton compiles for one anyway (GPUTarget("cuda", 90, 32)): the
+tests run the precompiler as the judge starts it (a worker process of its own, with the guard)
+and look at the cubins it leaves, then check that a launch with real tensors, from the worker's
+file path, finds every one of them in the cache.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import triton_precompile
+from kernelzero_jax.sandbox import worker as worker_lib
+
+REFERENCE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x, y):
+            return (x + y) * self.scale
+
+    def get_inputs():
+        return [torch.randn(1000), torch.randn(1000)]
+
+    def get_init_inputs():
+        return [2.0]
+    """)
+
+# Written for the GPU: a hard-coded device, .cuda(), a weight made in __init__.
+CANDIDATE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_scale_kernel(x_ptr, y_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, (x + y) * scale, mask=mask)
+
+    class ModelNew(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+            self.register_buffer("unused", torch.zeros(4, device="cuda"))
+
+        def forward(self, x, y):
+            x, y = x.cuda(), y.to("cuda")
+            out = torch.empty(x.shape, device="cuda", dtype=x.dtype)
+            n = x.numel()
+            add_scale_kernel[(triton.cdiv(n, 256),)](x, y, out, n, self.scale, BLOCK=256)
+            return out
+    """)
+
+AUTOTUNED = CANDIDATE.replace("@triton.jit", textwrap.dedent("""\
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 512})],
+                     key=["n"])
+    @triton.jit""")).replace(", BLOCK=256)", ")").replace("triton.cdiv(n, 256)",
+                                                         "triton.cdiv(n, 128)")
+
+# Compiles its kernel, then does what the meta device cannot (a value read back).
+FAILS_AFTER_LAUNCH = CANDIDATE.replace("        return out\n",
+                                       "        return out * float(out.sum().item())\n")
+
+HANGS = CANDIDATE.replace("        n = x.numel()\n", "        while True:\n            pass\n")
+assert CANDIDATE != FAILS_AFTER_LAUNCH and CANDIDATE != HANGS and CANDIDATE != AUTOTUNED
+
+
+def _spec(workdir: str, candidate: str, capability: int | None = 90) -> dict:
+  return {"workdir": workdir, "device": "meta", "role": worker_lib.PRECOMPILE,
+          "backend": "triton", "candidate_source": candidate, "reference_source": REFERENCE,
+          "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.9,
+          "own_kernel_names": ["add_scale_kernel"], "triton_capability": capability}
+
+
+def _precompile(candidate: str, timeout_s: float = 240.0, capability: int | None = 90):
+  workdir = tempfile.mkdtemp(prefix="kz_precompile_test_")
+  handle = judge_lib.WorkerHandle(_spec(workdir, candidate, capability), 8.0)
+  try:
+    return handle.wait(timeout_s, "precompile"), workdir
+  finally:
+    handle.kill()
+
+
+def _cubins(workdir: str) -> list[str]:
+  return sorted(glob.glob(os.path.join(workdir, "triton_cache", "*", "*.cubin")))
+
+
+def test_the_precompiler_compiles_a_gpu_candidates_kernel_for_the_gpu_on_no_gpu():
+  reply, workdir = _precompile(CANDIDATE)
+  assert reply["ok"], reply
+  assert reply["kernels"] == ["add_scale_kernel"]
+  # No libcuda on this machine: the driver's utilities and the launchers are left to the worker.
+  assert reply["error"] is None or "forward" not in reply["error"], reply
+  cubins = _cubins(workdir)
+  assert len(cubins) == 1
+  meta = json.load(open(cubins[0].replace(".cubin", ".json")))
+  assert meta["target"]["arch"] == 90 and meta["target"]["backend"] == "cuda"
+  # Its own copy of the source and its own output files: nothing of the worker's is touched.
+  assert os.path.exists(os.path.join(workdir, worker_lib.PRECOMPILE, "candidate.py"))
+  assert not os.path.exists(os.path.join(workdir, "candidate.py"))
+  assert os.path.exists(os.path.join(workdir, "precompile_stderr.txt"))
+  assert not os.path.exists(os.path.join(workdir, "stderr.txt"))
+
+
+def test_a_launch_from_the_workers_file_with_real_tensors_finds_every_kernel_in_the_cache():
+  reply, workdir = _precompile(CANDIDATE)
+  assert reply["ok"] and reply["kernels"], reply
+  cache = os.path.join(workdir, "triton_cache")
+  before = sorted(os.listdir(cache))
+  # What the worker does at its first check, less the launch: the candidate loaded from its
+  # own path, real tensors, the same compile (on the CPU, the driver fixed to the same GPU).
+  script = textwrap.dedent(f"""
+      import os, sys, torch
+      from kernelzero_jax.sandbox import problem, triton_precompile
+      from triton.runtime import driver
+      driver.set_active(triton_precompile.compile_only_driver(90))
+      module = problem.load_module({CANDIDATE!r}, "kz_candidate", {workdir!r} + "/candidate.py")
+      compiled = []
+      with triton_precompile._compile_only_launches(compiled):
+        x, y = torch.randn(1000), torch.randn(1000)
+        out = torch.empty_like(x)
+        module.add_scale_kernel[(4,)](x, y, out, x.numel(), 2.0, BLOCK=256)
+      print(len(compiled))
+      """)
+  env = dict(os.environ, TRITON_CACHE_DIR=cache)
+  env.pop("TRITON_INTERPRET", None)
+  out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=240, check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split()[-1] == "1"
+  assert sorted(os.listdir(cache)) == before  # a hit: nothing new compiled
+
+
+def test_an_autotuned_kernel_compiles_every_config():
+  reply, workdir = _precompile(AUTOTUNED)
+  assert reply["ok"] and "forward" not in (reply["error"] or ""), reply
+  assert reply["kernels"] == ["add_scale_kernel"]
+  assert len(_cubins(workdir)) == 2
+
+
+def test_a_forward_that_fails_on_meta_keeps_what_it_compiled_and_says_why():
+  reply, workdir = _precompile(FAILS_AFTER_LAUNCH)
+  assert reply["ok"]
+  assert reply["kernels"] == ["add_scale_kernel"] and len(_cubins(workdir)) == 1
+  assert "forward on the meta device" in reply["error"]
+
+
+def test_without_a_known_gpu_the_precompiler_says_so_and_compiles_nothing(monkeypatch):
+  monkeypatch.setattr(triton_precompile, "nvml_capability", lambda: None)
+  assert triton_precompile.nvml_capability() is None
+  reply, workdir = _precompile(CANDIDATE, capability=None)  # its own process: NVML, no GPU here
+  assert not reply["ok"] and "compute capability" in reply["error"]
+  assert _cubins(workdir) == []
+
+
+def test_a_hanging_precompiler_costs_the_judge_its_wait_and_nothing_else(monkeypatch):
+  monkeypatch.setattr(triton_precompile, "MAX_WAIT_S", 20.0)
+  job = {"backend": "triton", "config": {"device": "cpu"}, "candidate_source": HANGS,
+         "reference_source": REFERENCE}
+  judge = judge_lib.Judge(job)
+  judge.worker_started = time.perf_counter()
+  judge.precompiler = judge_lib.WorkerHandle(_spec(judge.workdir, HANGS), 8.0)
+  try:
+    judge._await_precompile()  # pylint: disable=protected-access
+  finally:
+    judge.precompiler.kill()
+  evidence = judge.verdict.evidence["triton_precompile"]
+  assert "precompile: no answer within 20 s" in evidence["error"]
+  assert 20.0 <= evidence["waited_s"] < 40.0
+  assert judge.verdict.status == judge_lib.V.RUNTIME_ERROR  # untouched: the judge's default
+  assert judge.verdict.reasons == []
+  assert not judge.precompiler.proc.is_alive()
+
+
+def test_the_judge_keeps_only_a_bounded_summary_of_the_reply():
+  reply = {"ok": True, "kernels": ["k" * 500] * 100, "launchers": float("nan"), "seconds": 1.5,
+           "error": "e" * 5000, "status": "correct", "outputs": [1, 2]}
+  kept = triton_precompile.sanitize(reply)
+  assert set(kept) == {"kernels", "seconds", "error"}
+  assert len(kept["kernels"]) == triton_precompile.REPLY_LIMITS["kernels"]
+  assert all(len(k) == triton_precompile.REPLY_LIMITS["name_chars"] for k in kept["kernels"])
+  assert len(kept["error"]) == triton_precompile.REPLY_LIMITS["error_chars"]
+  assert triton_precompile.sanitize("not a dict") == {"error": "no reply"}
+  assert triton_precompile.sanitize({"kernels": "abc", "launchers": True}) == {"kernels": []}
+
+
+def test_judges_start_no_precompiler_off_the_gpu():
+  """On the CPU the interpreter runs the kernels and nothing compiles: no precompiler."""
+  from kernelzero_jax.sandbox import SandboxConfig, evaluate_candidate  # pylint: disable=import-outside-toplevel
+  on_the_cpu = (CANDIDATE.replace('device="cuda"', "device=x.device")
+                .replace('torch.zeros(4, device=x.device)', "torch.zeros(4)")
+                .replace('        x, y = x.cuda(), y.to("cuda")\n', ""))
+  assert "cuda" not in on_the_cpu
+  verdict = evaluate_candidate(REFERENCE, on_the_cpu, "triton",
+                               SandboxConfig(device="cpu", timing=False))
+  assert verdict.status == "correct", verdict.reasons
+  assert "triton_precompile" not in verdict.evidence
