@@ -18,6 +18,8 @@ import tempfile
 import textwrap
 import time
 
+import pytest
+
 from kernelzero_jax.sandbox import judge as judge_lib
 from kernelzero_jax.sandbox import triton_precompile
 from kernelzero_jax.sandbox import worker as worker_lib
@@ -172,23 +174,41 @@ def test_without_a_known_gpu_the_precompiler_says_so_and_compiles_nothing(monkey
   assert _cubins(workdir) == []
 
 
-def test_a_hanging_precompiler_costs_the_judge_its_wait_and_nothing_else(monkeypatch):
-  monkeypatch.setattr(triton_precompile, "MAX_WAIT_S", 20.0)
-  job = {"backend": "triton", "config": {"device": "cpu"}, "candidate_source": HANGS,
+def _await_beside_a_worker(candidate: str) -> judge_lib.Judge:
+  """A judge's wait for its precompiler, with a stand-in for the candidate's worker (another
+  child of the judge, which is this process here)."""
+  job = {"backend": "triton", "config": {"device": "cpu"}, "candidate_source": candidate,
          "reference_source": REFERENCE}
   judge = judge_lib.Judge(job)
-  judge.worker_started = time.perf_counter()
-  judge.precompiler = judge_lib.WorkerHandle(_spec(judge.workdir, HANGS), 8.0)
+  worker = subprocess.Popen(["sleep", "300"])  # pylint: disable=consider-using-with
   try:
+    judge.worker_started = time.perf_counter()
+    judge.precompiler = judge_lib.WorkerHandle(_spec(judge.workdir, candidate), 8.0,
+                                               kill_descendants=False)
     judge._await_precompile()  # pylint: disable=protected-access
+    assert not judge.precompiler.proc.is_alive()
+    with pytest.raises(subprocess.TimeoutExpired):  # the worker lives on
+      worker.wait(timeout=1.0)
   finally:
     judge.precompiler.kill()
-  evidence = judge.verdict.evidence["triton_precompile"]
-  assert "precompile: no answer within 20 s" in evidence["error"]
-  assert 20.0 <= evidence["waited_s"] < 40.0
+    worker.kill()
+    worker.wait()
   assert judge.verdict.status == judge_lib.V.RUNTIME_ERROR  # untouched: the judge's default
   assert judge.verdict.reasons == []
-  assert not judge.precompiler.proc.is_alive()
+  return judge
+
+
+def test_the_judge_records_what_its_precompiler_compiled_and_leaves_the_worker_alone():
+  evidence = _await_beside_a_worker(CANDIDATE).verdict.evidence["triton_precompile"]
+  assert evidence["kernels"] == ["add_scale_kernel"] and evidence["seconds"] > 0
+  assert evidence["waited_s"] >= 0
+
+
+def test_a_hanging_precompiler_costs_the_judge_its_wait_and_nothing_else(monkeypatch):
+  monkeypatch.setattr(triton_precompile, "MAX_WAIT_S", 20.0)
+  evidence = _await_beside_a_worker(HANGS).verdict.evidence["triton_precompile"]
+  assert "precompile: no answer within 20 s" in evidence["error"]
+  assert 20.0 <= evidence["waited_s"] < 40.0
 
 
 def test_the_judge_keeps_only_a_bounded_summary_of_the_reply():

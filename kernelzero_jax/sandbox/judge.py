@@ -54,8 +54,12 @@ class StageFailure(Exception):
 class WorkerHandle:
   """The judge's side of one candidate worker: requests with deadlines and a memory watchdog."""
 
-  def __init__(self, spec: dict[str, Any], memory_limit_gb: float, target=None):
-    """`target`: the worker's entry point (default: worker.worker_main, a candidate's)."""
+  def __init__(self, spec: dict[str, Any], memory_limit_gb: float, target=None,
+               kill_descendants: bool = True):
+    """`target`: the worker's entry point (default: worker.worker_main, a candidate's).
+    `kill_descendants`: killing it kills every other process the judge adopted too (not for a
+    precompiler, whose candidate worker lives on)."""
+    self.kill_descendants = kill_descendants
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
     self.conn, child = ctx.Pipe(duplex=True)
@@ -110,6 +114,8 @@ class WorkerHandle:
       return ""
 
   def kill(self) -> None:
+    """Kills the worker's process group and (see __init__) every other process the judge
+    adopted; whatever is left goes when the judge ends (Judge.run)."""
     if self.proc.pid is None:
       return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -117,7 +123,8 @@ class WorkerHandle:
     with contextlib.suppress(Exception):
       self.proc.kill()
     self.proc.join(timeout=5)
-    _kill_descendants()
+    if self.kill_descendants:
+      _kill_descendants()
 
 
 def _tree_rss(proc) -> int:
@@ -321,7 +328,8 @@ class Judge:
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
       # compiled into the cache they share, on no GPU.
       self.precompiler = WorkerHandle(
-          dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb)
+          dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb,
+          kill_descendants=False)
 
   def _evaluate(self) -> None:
     startup = V.StepClock()  # this judge's steps while its worker starts and builds
