@@ -234,3 +234,25 @@ def test_judges_start_no_precompiler_off_the_gpu():
                                SandboxConfig(device="cpu", timing=False))
   assert verdict.status == "correct", verdict.reasons
   assert "triton_precompile" not in verdict.evidence
+
+
+def test_the_warm_server_of_a_gpu_hashes_triton_once_for_every_judge_it_forks():
+  """Triton's cache key hashes libtriton (0.4 s): the server does it before forking, so a
+  worker's first compile, inside the GPU hold, does not."""
+  script = textwrap.dedent("""
+      import os
+      from kernelzero_jax.sandbox import zygote
+      zygote.preload("cuda")
+      from triton.runtime import cache
+      assert cache.triton_key.cache_info().currsize == 1
+      pid = os.fork()
+      if pid == 0:
+        os._exit(0 if cache.triton_key.cache_info().currsize == 1 else 1)
+      _, status = os.waitpid(pid, 0)
+      import torch
+      print(os.waitstatus_to_exitcode(status), torch.cuda.is_initialized())
+      """)
+  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=240, check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split()[-2:] == ["0", "False"]

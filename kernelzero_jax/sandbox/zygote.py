@@ -53,6 +53,12 @@ def preload(device: str) -> None:
   import torch._dynamo  # noqa: F401
   import torch.multiprocessing.reductions  # noqa: F401
   from kernelzero_jax.sandbox import evidence, guard, judge, problem, static_checks, timing, worker  # noqa: F401
+  if device != "cpu":
+    # Triton keys its cache with a hash of its own files, libtriton's 400 MB included: 0.4 s
+    # that every worker would pay at its first compile, inside the GPU hold (memoised, so
+    # forked judges and workers inherit it).
+    from triton.runtime import cache  # pylint: disable=import-outside-toplevel
+    cache.triton_key()
   if torch.cuda.is_initialized():
     raise RuntimeError("importing the sandbox initialised CUDA; judges cannot be forked")
 
