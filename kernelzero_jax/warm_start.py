@@ -18,6 +18,12 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
   eval_rl/     the same held-out evaluation after RL
   probe_rl/    the RL-module probe after RL: whether RL improved what it trained on, whatever
                it did to held-out op chains
+  unseen_sft/, unseen_rl/
+               with num_unseen_modules > 0: the same evaluation, before and after RL, on
+               data/unseen_problems: modules of the train split's op structures that neither SFT
+               nor RL trained on (drawn with seed + 3, minus every train and RL module). Between
+               the probe (what RL trains on) and held-out (op chains never trained on): whether
+               what RL learnt carries over to new modules of known op chains.
   summary.json the numbers of every stage; warm_start.png the curves
 
 The held-out pass rate is the share of held-out (problem, sample) pairs judged correct: pass@1
@@ -64,6 +70,9 @@ class WarmStartConfig:
   # RL modules (the first this many, by name) also evaluated before and after RL, like the
   # held-out problems: the pass rate on what RL trains on. 0: no probe.
   probe_rl_modules: int = 0
+  # Modules of trained op structures never trained on, evaluated before and after RL like the
+  # held-out problems (unseen_sft, unseen_rl). 0: none.
+  num_unseen_modules: int = 0
   learner: LearnerConfig = LearnerConfig()
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0          # concurrent sandbox judges; 0: one per CPU core
@@ -79,6 +88,8 @@ class WarmStartConfig:
                        "tokenizer: leave policy.model_dir and policy.tokenizer_dir unset")
     if min(self.num_train_modules, self.num_heldout_modules, self.eval_samples) < 1:
       raise ValueError("num_train_modules, num_heldout_modules and eval_samples must be >= 1")
+    if self.num_unseen_modules < 0:
+      raise ValueError(f"num_unseen_modules must be >= 0, got {self.num_unseen_modules}")
     if not 0 <= self.probe_rl_modules <= self.num_rl_modules:
       raise ValueError(f"probe_rl_modules must be in [0, num_rl_modules={self.num_rl_modules}], "
                        f"got {self.probe_rl_modules}")
@@ -114,7 +125,7 @@ def reuse_data(config: WarmStartConfig, workdir: str) -> None:
 
 def _paths(workdir: str) -> dict[str, str]:
   names = ("data", "tokenizer", "sft", "eval_sft", "probe_sft", "rl", "eval_rl", "probe_rl",
-           "probe_problems")
+           "probe_problems", "unseen_sft", "unseen_rl")
   return {n: os.path.join(workdir, n) for n in names}
 
 
@@ -226,6 +237,36 @@ def write_probe_problems(config: WarmStartConfig, paths: dict[str, str]) -> str:
   return out
 
 
+def write_unseen_problems(config: WarmStartConfig, data_dir: str) -> str:
+  """data/unseen_problems/level1/*.py: `num_unseen_modules` train-split modules drawn with
+  seed + 3, none of which is among the train modules (seed) or the RL modules (seed + 2), in
+  KernelBench layout; returns the directory (drawn again when another number is asked for)."""
+  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
+  out = os.path.join(data_dir, "unseen_problems")
+  level = os.path.join(out, "level1")
+  if os.path.isdir(level) and len(os.listdir(level)) == config.num_unseen_modules:
+    return out
+  draw = lambda n, seed: generator.generate_modules(n, seed, split="train", size=config.size)
+  trained = {spec for _, _, spec in draw(config.num_train_modules, config.seed)}
+  trained |= {spec for _, _, spec in draw(config.num_rl_modules, config.seed + 2)}
+  wanted, num = config.num_unseen_modules, config.num_unseen_modules
+  while True:  # a larger draw of one seed starts with the smaller one
+    unseen = [m for m in draw(num, config.seed + 3) if m[2] not in trained]
+    if len(unseen) >= wanted:
+      break
+    num += wanted - len(unseen)
+  tmp = out + ".tmp"
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(os.path.join(tmp, "level1"))
+  for i, (_, source, spec) in enumerate(unseen[:wanted]):
+    with open(os.path.join(tmp, "level1", f"{i + 1}_unseen_{spec.kind}.py"), "w",
+              encoding="utf-8") as f:
+      f.write(source)
+  shutil.rmtree(out, ignore_errors=True)
+  os.replace(tmp, out)
+  return out
+
+
 def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_workdir: str,
                      out_dir: str, progress: bool = True,
                      problems_dir: Optional[str] = None) -> dict[str, Any]:
@@ -266,10 +307,10 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   summary = _read_json(summary_path) or {}
   times = summary.setdefault("wall_s", {})
   if summary.get("rl", {}).get("num_steps", config.learner.num_steps) != config.learner.num_steps:
-    for key in ("rl", "eval_rl", "probe_rl"):
+    for key in ("rl", "eval_rl", "probe_rl", "unseen_rl"):
       summary.pop(key, None)
       times.pop(key, None)
-    for key in ("eval_rl", "probe_rl"):  # their verdicts are the old policy's
+    for key in ("eval_rl", "probe_rl", "unseen_rl"):  # their verdicts are the old policy's
       shutil.rmtree(paths[key], ignore_errors=True)
 
   def stage(name, fn):
@@ -304,6 +345,12 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   if probe:
     stage("probe_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["probe_sft"],
                                                 progress, problems_dir=probe))
+  unseen = (write_unseen_problems(config, paths["data"]) if config.num_unseen_modules
+            else None)
+  if unseen:
+    stage("unseen_sft", lambda: evaluate_heldout(config, paths, paths["sft"],
+                                                 paths["unseen_sft"], progress,
+                                                 problems_dir=unseen))
   if config.learner.num_steps > 0:
     rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
                                learner=config.learner, backend=config.backend,
@@ -318,6 +365,10 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
     if probe:
       stage("probe_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["probe_rl"],
                                                  progress, problems_dir=probe))
+    if unseen:
+      stage("unseen_rl", lambda: evaluate_heldout(config, paths, paths["rl"],
+                                                  paths["unseen_rl"], progress,
+                                                  problems_dir=unseen))
   summary["plot"] = plot_curves(workdir, summary, os.path.join(workdir, "warm_start.png"))
   _write_json(summary_path, summary)
   return summary
@@ -358,7 +409,9 @@ def plot_curves(workdir: str, summary: dict[str, Any], path: str) -> str:
       ("eval_sft", "--", "gray", "held-out pass rate, SFT"),
       ("eval_rl", "-", "black", "held-out pass rate, after RL"),
       ("probe_sft", "--", "tab:green", "RL-module probe, SFT"),
-      ("probe_rl", "-", "tab:green", "RL-module probe, after RL")):
+      ("probe_rl", "-", "tab:green", "RL-module probe, after RL"),
+      ("unseen_sft", "--", "tab:purple", "unseen modules, SFT"),
+      ("unseen_rl", "-", "tab:purple", "unseen modules, after RL")):
     if key in summary:
       ax_rl.axhline(summary[key]["pass_rate"], linestyle=style, color=color,
                     label=f"{label}: {summary[key]['pass_rate']:.1%}")

@@ -4,6 +4,7 @@ and the whole pipeline (data, tokenizer, SFT, held-out eval, CA-GRPO, eval, plot
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import json
 import os
@@ -76,6 +77,37 @@ def test_warm_start_config_rejects_bad_input():
     configs.from_mapping(warm_start.WarmStartConfig, {"policy": {"model_dir": "/x"}})
   with pytest.raises(ValueError, match="probe_rl_modules"):
     warm_start.WarmStartConfig(num_rl_modules=4, probe_rl_modules=5)
+  with pytest.raises(ValueError, match="num_unseen_modules"):
+    warm_start.WarmStartConfig(num_unseen_modules=-1)
+
+
+def test_unseen_modules_have_trained_op_structures_and_were_never_trained_on(tmp_path,
+                                                                            monkeypatch):
+  real = generator.generate_modules
+
+  def drawing_trained_ones_too(n, seed, **kwargs):
+    """Seed 3's draw starts with two train modules (seed 0), which the unseen set must skip."""
+    if seed != 3:
+      return real(n, seed, **kwargs)
+    return (real(2, 0, **kwargs) + real(n, 3, **kwargs))[:n]
+
+  monkeypatch.setattr(generator, "generate_modules", drawing_trained_ones_too)
+  config = warm_start.WarmStartConfig(num_train_modules=40, num_rl_modules=20,
+                                      num_unseen_modules=30)
+  level = os.path.join(warm_start.write_unseen_problems(config, str(tmp_path)), "level1")
+  read = lambda i: open(os.path.join(level, next(f for f in os.listdir(level)
+                                                 if f.startswith(f"{i}_")))).read()
+  assert len(os.listdir(level)) == 30
+  unseen = [read(i) for i in range(1, 31)]
+  assert len(set(unseen)) == 30
+  trained = {source for _, source, _ in real(40, 0, split="train")}
+  trained |= {source for _, source, _ in real(20, 2, split="train")}
+  assert not set(unseen) & trained
+  assert unseen[:28] == [source for _, source, _ in real(28, 3, split="train")]
+  # Another number draws again (the same first modules); the same number keeps what is there.
+  warm_start.write_unseen_problems(dataclasses.replace(config, num_unseen_modules=5),
+                                   str(tmp_path))
+  assert len(os.listdir(level)) == 5 and [read(i) for i in range(1, 6)] == unseen[:5]
 
 
 def _toy_config(**overrides):
@@ -96,7 +128,7 @@ def _toy_config(**overrides):
 
 def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   workdir = str(tmp_path / "ws")
-  config = _toy_config(probe_rl_modules=1)
+  config = _toy_config(probe_rl_modules=1, num_unseen_modules=1)
   summary = warm_start.run(config, workdir, progress=False)
   data = summary["data"]
   assert data["train"]["num_pairs"] == 3 and data["heldout"]["num_pairs"] == 3
@@ -112,7 +144,8 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   # The probe: the first RL module (by name), as a KernelBench problem.
   first = sorted(os.listdir(os.path.join(workdir, "data", "rl_modules")))[0]
   assert os.listdir(os.path.join(workdir, "probe_problems", "level1")) == [f"1_{first}"]
-  for key in ("probe_sft", "probe_rl"):
+  assert len(os.listdir(os.path.join(workdir, "data", "unseen_problems", "level1"))) == 1
+  for key in ("probe_sft", "probe_rl", "unseen_sft", "unseen_rl"):
     assert summary[key]["num_problems"] == summary[key]["num_samples"] == 1
     assert summary[key]["status_counts"]["format_error"] == 1
   for key in ("eval_sft", "eval_rl"):
@@ -129,7 +162,7 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   # A rerun does nothing again; more RL steps resume the RL stage and redo its evaluation only
   # (with more micro-batches: memory, not the experiment).
   assert warm_start.run(config, workdir, progress=False)["wall_s"] == summary["wall_s"]
-  longer = _toy_config(probe_rl_modules=1, learner=dict(
+  longer = _toy_config(probe_rl_modules=1, num_unseen_modules=1, learner=dict(
       num_steps=2, num_micro_batches=2,
       rollout=dict(prompts_per_step=2, group_size=2, max_new_tokens=8),
       optimizer=dict(learning_rate=1e-5, warmup_steps=1, total_steps=1),
@@ -137,7 +170,8 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   resumed = warm_start.run(longer, workdir, progress=False)
   assert resumed["rl"]["num_steps"] == 2 and resumed["eval_rl"] == summary["eval_rl"]
   assert resumed["probe_rl"] == summary["probe_rl"] and "probe_rl" in resumed["wall_s"]
-  for key in ("data", "tokenizer", "sft", "eval_sft"):
+  assert resumed["unseen_rl"] == summary["unseen_rl"] and "unseen_rl" in resumed["wall_s"]
+  for key in ("data", "tokenizer", "sft", "eval_sft", "unseen_sft"):
     assert resumed["wall_s"][key] == summary["wall_s"][key]
   with open(os.path.join(workdir, "rl", "metrics.jsonl")) as f:
     assert [json.loads(line)["step"] for line in f] == [1, 2]

@@ -11,7 +11,9 @@ pass@1 over 4 samples per problem at temperature 0.7; CA-GRPO for 12 steps (8 mo
 samples at temperature 0.7, in 8 micro-batches) judged by the GPU sandbox without timing (the
 reward is correctness; the speed term needs timed candidates); the held-out pass rate again.
 The first 16 RL modules are evaluated the same way before and after RL (probe_sft/,
-probe_rl/): whether RL improves what it trains on, whatever it does to held-out op chains.
+probe_rl/): whether RL improves what it trains on, whatever it does to held-out op chains; and
+64 modules of trained op structures that neither SFT nor RL saw (unseen_sft/, unseen_rl/,
+added after the runs below): whether that carries over to new modules of known op chains.
 
 Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from the tiny recipe's
 2000-module data; BENCHMARKS.md), this config:
@@ -42,7 +44,8 @@ def get_config():
   config.sft.optimizer.update(learning_rate=1e-3, warmup_steps=30, total_steps=600)
   # pass@1 over 4 samples per held-out problem at the rollout temperature: what RL optimises,
   # and 4x the samples of one greedy answer each.
-  config.update(eval_samples=4, eval_temperature=0.7, probe_rl_modules=16)
+  config.update(eval_samples=4, eval_temperature=0.7, probe_rl_modules=16,
+                num_unseen_modules=64)
   config.learner.update(num_steps=12, compute_dtype="bfloat16", sample_dtype="bfloat16")
   config.learner.rollout.temperature = 0.7
   # No warmup: with a dozen steps, a first update at learning rate 0 is a step lost.
