@@ -256,3 +256,16 @@ def test_the_warm_server_of_a_gpu_hashes_triton_once_for_every_judge_it_forks():
                        timeout=240, check=False)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.split()[-2:] == ["0", "False"]
+
+
+def test_a_precompiler_that_dies_is_reported_with_its_own_stderr():
+  dies = CANDIDATE.replace("import triton\n", "import triton\nimport os, sys\n"
+                           "sys.stderr.write('precompiler-marker\\n'); sys.stderr.flush()\n"
+                           "os._exit(3)\n", 1)
+  workdir = tempfile.mkdtemp(prefix="kz_precompile_test_")
+  handle = judge_lib.WorkerHandle(_spec(workdir, dies), 8.0, kill_descendants=False)
+  try:
+    with pytest.raises(judge_lib.StageFailure, match="exit code 3.*precompiler-marker"):
+      handle.wait(240.0, "precompile")
+  finally:
+    handle.kill()

@@ -63,8 +63,7 @@ class WorkerHandle:
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
     self.conn, child = ctx.Pipe(duplex=True)
-    self.workdir = spec["workdir"]
-    self.stderr_name = ("precompile_" if spec.get("role") else "") + "stderr.txt"
+    self.stderr_path = worker.output_file(spec, "stderr.txt")
     self.memory_limit = memory_limit_gb * 2**30
     # A forked worker inherits the judge's end of the pipe; it closes it first thing.
     inherited = [self.conn.fileno()] if FORK_WORKERS else []
@@ -107,7 +106,7 @@ class WorkerHandle:
 
   def _stderr_tail(self, lines: int = 8) -> str:
     try:
-      with open(os.path.join(self.workdir, self.stderr_name), errors="replace") as f:
+      with open(self.stderr_path, errors="replace") as f:
         tail = f.read()[-4000:].strip().splitlines()[-lines:]
       return ("; stderr: " + " | ".join(tail)) if tail else ""
     except OSError:

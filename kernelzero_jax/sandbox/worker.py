@@ -39,6 +39,12 @@ def _error_tail(exc: BaseException, limit: int = 12) -> str:
   return "\n".join(text[-limit:])
 
 
+def output_file(spec: dict[str, Any], name: str) -> str:
+  """Where a worker's stdout or stderr goes: a precompiler's beside its worker's."""
+  return os.path.join(spec["workdir"],
+                      ("precompile_" if spec.get("role") == PRECOMPILE else "") + name)
+
+
 def _setup_process(spec: dict[str, Any]) -> None:
   """Own session, own directory, own input and output files, limits; all before torch/triton
   load (or, in a worker forked from a warm judge, before the candidate's code runs)."""
@@ -50,10 +56,8 @@ def _setup_process(spec: dict[str, Any]) -> None:
   workdir = spec["workdir"]
   os.makedirs(workdir, exist_ok=True)
   os.chdir(workdir)
-  prefix = "precompile_" if spec.get("role") == PRECOMPILE else ""
   for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-    f = os.open(os.path.join(workdir, prefix + name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                0o600)
+    f = os.open(output_file(spec, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(f, fd)
     os.close(f)
   os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
