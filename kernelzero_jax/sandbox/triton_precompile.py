@@ -12,8 +12,8 @@ empty): it imports the candidate, builds ModelNew and the inputs on the meta dev
 forward in which every Triton launch only compiles (`warmup`), for the GPU's compute capability
 read through NVML. What it compiles lands in the cache directory, where the worker's first launch
 finds it. The compile is deterministic in the cache key, so the worker runs the same binary it
-would have compiled itself; and since the precompiler shares nothing with the worker but that
-directory (which the candidate could write from the worker anyway), a candidate that keeps state
+would have compiled itself; and since the precompiler shares nothing with the worker but the
+workdir (which the candidate could write from the worker anyway), a candidate that keeps state
 between calls (a buffer cached by shape, say) cannot carry meta tensors into its checks. A forward
 that fails on the meta device (data-dependent code, `.item()`) compiles what it launched until
 then; the worker compiles the rest as before. The precompiler can only change how long a verdict
