@@ -3,19 +3,19 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]: judges forked from the warm server (`zygote`) or
-started as fresh interpreters (`subprocess`); CUDA extensions built with the precompiled header
-and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h
-first (`lite`, sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.h too
-(`lite_main`), or as `load_inline` builds them (`plain`); the
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]: judges forked from the warm server
+(`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
+precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
+against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
+kz_torch_lite_bind.h too (`lite_main`), or as `load_inline` builds them (`plain`); the
 reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
-(`measure`); and, with `gpuN`, N judges checking correctness on the GPU at once (timing
-always has it alone; default --gpu_concurrency); `nopre`: Triton candidates without the
-precompiler (sandbox/triton_precompile.py, on by default). With a fast CUDA path, the precompiled header
-is built first (once per machine; its time is printed). To time reference reuse on RL-like
-groups, repeat the teacher's candidates; to see whether sharing the GPU between checks changes
-a verdict, compare it with the one-at-a-time path in the same run:
+(`measure`); with `gpuN`, N judges checking correctness on the GPU at once (timing always has it
+alone; default --gpu_concurrency); and with `nopre`, Triton candidates judged without the
+precompiler (sandbox/triton_precompile.py, on by default). With a fast CUDA path, the
+precompiled header is built first (once per machine; its time is printed). To time reference
+reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
+checks changes a verdict, compare it with the one-at-a-time path in the same run:
 
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
         --extras=false --paths=zygote:fast:reuse,zygote:fast:measure

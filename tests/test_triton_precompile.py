@@ -225,7 +225,8 @@ def test_the_judge_keeps_only_a_bounded_summary_of_the_reply():
 
 def test_judges_start_no_precompiler_off_the_gpu():
   """On the CPU the interpreter runs the kernels and nothing compiles: no precompiler."""
-  from kernelzero_jax.sandbox import SandboxConfig, evaluate_candidate  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.sandbox import SandboxConfig, evaluate_candidate
   on_the_cpu = (CANDIDATE.replace('device="cuda"', "device=x.device")
                 .replace('torch.zeros(4, device=x.device)', "torch.zeros(4)")
                 .replace('        x, y = x.cuda(), y.to("cuda")\n', ""))
