@@ -137,7 +137,8 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, "
                          f"{', '.join([*_FAST_MODES, *_MAIN_MODES])}")
-  if any(_FAST_MODES.get(mode, (mode in _MAIN_MODES,))[0] for mode in _MODES.value):
+  # The main.cpp modes compile with the PCH's flags (and main_pch with the PCH itself).
+  if any(mode in _MAIN_MODES or _FAST_MODES.get(mode, (False,))[0] for mode in _MODES.value):
     import torch  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(),
