@@ -238,7 +238,7 @@ def test_judges_start_no_precompiler_off_the_gpu():
 
 
 def test_the_warm_server_of_a_gpu_hashes_triton_once_for_every_judge_it_forks():
-  """Triton's cache key hashes libtriton (0.4 s): the server does it before forking, so a
+  """Triton's cache key hashes its own library: the server does it before forking, so a
   worker's first compile, inside the GPU hold, does not."""
   script = textwrap.dedent("""
       import os
