@@ -81,6 +81,24 @@ def test_warm_start_config_rejects_bad_input():
     warm_start.WarmStartConfig(num_unseen_modules=-1)
 
 
+@pytest.mark.parametrize("name", ["warm_start_gpu", "warm_start_gpu_rl"])
+def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name):
+  """The GPU recipes run with --config.data_from=<a tiny run's workdir>: their data fields must
+  stay the tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
+  sys.path.insert(0, REPO)
+  try:
+    tiny = __import__("experiments.configs.warm_start_tiny", fromlist=["get_config"])
+    gpu = __import__(f"experiments.configs.{name}", fromlist=["get_config"])
+  finally:
+    sys.path.pop(0)
+  tiny_config = configs.from_mapping(warm_start.WarmStartConfig, tiny.get_config())
+  config = configs.from_mapping(warm_start.WarmStartConfig, gpu.get_config())
+  assert config.policy.preset == "coder-small"
+  assert {k: getattr(config, k) for k in warm_start.DATA_FIELDS} == {
+      k: getattr(tiny_config, k) for k in warm_start.DATA_FIELDS}
+  assert config.learner.optimizer.total_steps >= config.learner.num_steps
+
+
 def test_unseen_modules_have_trained_op_structures_and_were_never_trained_on(tmp_path,
                                                                             monkeypatch):
   real = generator.generate_modules

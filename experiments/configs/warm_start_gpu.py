@@ -31,6 +31,8 @@ held-out), 16 such RL steps at lr 1e-5 took the RL-module probe from 7 to 12 of 
 from 2 to 1 of 232: RL sharpens what the policy already solves sometimes, nothing more yet.
 From a 300-step SFT, over 512 RL modules (--config.num_rl_modules=512), everything scored at
 temperature 1 (--config.eval_temperature=1.0): held-out 26 -> 21 of 232, probe 12 -> 13 of 64.
+The same with the sandbox on the CPU cores and 30 RL steps at lr 2e-5 is warm_start_gpu_rl.py:
+unseen modules 22 -> 42 of 256, held-out not raised.
 """
 
 from experiments.configs import warm_start_tiny
