@@ -22,7 +22,8 @@ One step:
      and scored (up to that many rounds) until the batch can be filled with groups whose
      rewards do not all tie (DAPO's dynamic sampling); optional dynamic filtering of the tied
      groups left in the batch;
-  5. `updates_per_batch` optimizer steps of the jitted, donated train step over the rollout;
+  5. `updates_per_batch` optimizer steps of the jitted, donated train step over the rollout,
+     `epochs_per_batch` times;
   6. metrics (JSONL + TensorBoard), the step's samples (workdir/samples/), an Orbax checkpoint.
 """
 
@@ -106,6 +107,12 @@ class LearnerConfig:
   dynamic_sampling_max_rounds: int = 1
   mask_truncated: bool = False      # exclude completions that hit max_new_tokens from the loss
   updates_per_batch: int = 1        # optimizer steps per rollout batch (mini-batches, in order)
+  # Passes over each rollout batch (GRPO's mu): every judged sample trains the policy this many
+  # times, each pass's ratio taken against the logprobs of the policy that sampled it, so the
+  # clip bounds how far the passes move it. More learning per sandbox verdict, which is what an
+  # RL step of the Coder waits for. The optimizer takes num_steps * updates_per_batch *
+  # epochs_per_batch steps in all (what optimizer.total_steps counts).
+  epochs_per_batch: int = 1
   num_micro_batches: int = 1        # gradient accumulation inside each optimizer step
   # Logprobs that the ratio divides by: "recompute" runs the current (pre-update) parameters
   # over the rollout in the train step's own numerics, so the first update is exactly on-policy;
@@ -135,6 +142,8 @@ class LearnerConfig:
       raise ValueError(f"prompts_per_step * group_size = {rows} must be a multiple of "
                        f"updates_per_batch * num_micro_batches = "
                        f"{self.updates_per_batch * self.num_micro_batches}")
+    if self.epochs_per_batch < 1:
+      raise ValueError(f"epochs_per_batch must be >= 1, got {self.epochs_per_batch}")
     if self.dynamic_sampling_max_rounds < 1:
       raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got "
                        f"{self.dynamic_sampling_max_rounds}")
@@ -339,10 +348,11 @@ class Learner:
     train_metrics: list[dict] = []
     if keep_P.any():
       n = len(rows_B) // cfg.updates_per_batch
-      for u in range(cfg.updates_per_batch):
-        mini = {k: v[u * n:(u + 1) * n] for k, v in batch.items()}
-        self.state, m = self._train_step(self.state, mini)
-        train_metrics.append(m)
+      for _ in range(cfg.epochs_per_batch):
+        for u in range(cfg.updates_per_batch):
+          mini = {k: v[u * n:(u + 1) * n] for k, v in batch.items()}
+          self.state, m = self._train_step(self.state, mini)
+          train_metrics.append(m)
       train_metrics = jax.device_get(train_metrics)
     t3 = time.perf_counter()
 
