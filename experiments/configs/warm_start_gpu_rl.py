@@ -20,7 +20,7 @@ Measured on one H200 with 16 CPU cores (2026-12-01, benchmarks/warm_start_gpu.sh
 config's overrides on warm_start_gpu.py; BENCHMARKS.md, "SFT for 300 steps, 30 RL steps judged on
 the CPU cores"):
   SFT        48 s to held-out loss 0.021
-  RL         30 steps, 531 s (4.6-47 s of judging per step)
+  RL         30 steps: 804 s of sampling, judging and training (4.6-47 s of judging a step)
   unseen     22 -> 42 of 256 (13 problems up, none down); again with sampling seed 1:
              23 -> 38 of 256
   RL probe   8 -> 12 of 64
