@@ -46,6 +46,7 @@ from kernelzero_jax.policy import PolicyConfig
 from kernelzero_jax.rl.learner import LearnerConfig
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sft.trainer import SFTConfig
+from kernelzero_jax.teacher.family import KINDS
 
 SUMMARY_FILE = "summary.json"
 
@@ -287,7 +288,24 @@ def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_work
   return {"pass_rate": every["num_correct"] / max(every["num_samples"], 1),
           "num_correct": every["num_correct"], "num_problems": every["num_problems"],
           "num_samples": every["num_samples"], "pass_at_k": every["pass_at_k"],
-          "status_counts": every["status"]["counts"]}
+          "status_counts": every["status"]["counts"],
+          "by_kind": _correct_by_kind(out_dir)}
+
+
+def _correct_by_kind(eval_dir: str) -> dict[str, dict[str, Any]]:
+  """{kind: {"total", "correct", "pass_rate"}} (the data stage's layout) over the family's
+  kinds, read off the problem names (every problem file the warm start writes ends in
+  _<kind>.py): where a pass rate moved is the first thing a run's reader asks."""
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.evaluation.driver import read_verdicts
+  by_kind: dict[str, dict[str, Any]] = {}
+  for verdict in read_verdicts(eval_dir):
+    kind = verdict["problem"].rsplit("_", 1)[-1]
+    if kind in KINDS:
+      counts = by_kind.setdefault(kind, {"total": 0, "correct": 0})
+      counts["total"] += 1
+      counts["correct"] += int(bool(verdict["correct"]))
+  return {k: dict(c, pass_rate=c["correct"] / c["total"]) for k, c in sorted(by_kind.items())}
 
 
 def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[str, Any]:

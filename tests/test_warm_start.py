@@ -172,6 +172,11 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
     assert summary[key]["pass_rate"] == 0.0
     counts = {k: v for k, v in summary[key]["status_counts"].items() if v}
     assert counts == {"format_error": summary[key]["num_samples"]}
+  for key in ("eval_sft", "probe_sft", "unseen_sft"):  # every sample counted under its kind
+    by_kind = summary[key]["by_kind"]
+    assert set(by_kind) <= set(generator.family.KINDS) and by_kind
+    assert sum(k["total"] for k in by_kind.values()) == summary[key]["num_samples"]
+    assert sum(k["correct"] for k in by_kind.values()) == summary[key]["num_correct"]
   assert summary["rl"]["accuracy"] == 0.0
   assert os.path.getsize(summary["plot"]) > 10_000
   with open(os.path.join(workdir, "summary.json")) as f:
