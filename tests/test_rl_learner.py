@@ -106,9 +106,10 @@ def test_learning_beats_chance_and_zero_lr_does_not():
 def test_resumed_run_matches_uninterrupted(tmp_path):
   """A run stopped after 2 steps and resumed to 4 logs what an uninterrupted 4-step run logs:
   the prompts and sampling seeds derive from (seed, step), the rest is in the checkpoint. (With
-  mini-batches, accumulation, sampler logprobs and dynamic filtering, so all of them resume.)"""
-  kw = dict(updates_per_batch=2, num_micro_batches=2, old_logprobs="sampler",
-            dynamic_filtering=True)
+  mini-batches, two passes over each batch, accumulation, sampler logprobs and dynamic
+  filtering, so all of them resume.)"""
+  kw = dict(updates_per_batch=2, epochs_per_batch=2, num_micro_batches=2,
+            old_logprobs="sampler", dynamic_filtering=True)
   whole = make_learner(toy_config(3e-3, 4, **kw))
   whole.run(str(tmp_path / "whole"))
   first = make_learner(toy_config(3e-3, 2, **kw))
