@@ -124,6 +124,10 @@ def reuse_data(config: WarmStartConfig, workdir: str) -> None:
       os.replace(tmp, os.path.join(workdir, name))
 
 
+# The stages that evaluate the policy after RL: redone when more RL steps are asked for.
+_AFTER_RL = ("eval_rl", "probe_rl", "unseen_rl")
+
+
 def _paths(workdir: str) -> dict[str, str]:
   names = ("data", "tokenizer", "sft", "eval_sft", "probe_sft", "rl", "eval_rl", "probe_rl",
            "probe_problems", "unseen_sft", "unseen_rl")
@@ -180,16 +184,25 @@ def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> 
   rl_dir = os.path.join(data_dir, "rl_modules")
   have = len(os.listdir(rl_dir)) if os.path.isdir(rl_dir) else 0
   if config.num_rl_modules and have != config.num_rl_modules:  # none yet, or data_from's number
-    tmp = rl_dir + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for name, source, _ in generator.generate_modules(config.num_rl_modules, config.seed + 2,
-                                                      split="train", size=config.size):
-      with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as f:
-        f.write(source)
-    shutil.rmtree(rl_dir, ignore_errors=True)
-    os.replace(tmp, rl_dir)
+    modules = generator.generate_modules(config.num_rl_modules, config.seed + 2, split="train",
+                                         size=config.size)
+    _replace_with_sources(rl_dir, [(f"{name}.py", source) for name, source, _ in modules])
   return reports
+
+
+def _replace_with_sources(directory: str, files: list[tuple[str, str]]) -> None:
+  """Replaces `directory` with one holding `files` ((relative path, text) pairs), written
+  beside it first, so a killed run leaves the old directory or the new one, never half."""
+  tmp = directory + ".tmp"
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  for relative, text in files:
+    path = os.path.join(tmp, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+  shutil.rmtree(directory, ignore_errors=True)
+  os.replace(tmp, directory)
 
 
 def make_tokenizer(config: WarmStartConfig, data_dir: str, out_dir: str) -> int:
@@ -256,15 +269,8 @@ def write_unseen_problems(config: WarmStartConfig, data_dir: str) -> str:
     if len(unseen) >= wanted:
       break
     num += wanted - len(unseen)
-  tmp = out + ".tmp"
-  shutil.rmtree(tmp, ignore_errors=True)
-  os.makedirs(os.path.join(tmp, "level1"))
-  for i, (_, source, spec) in enumerate(unseen[:wanted]):
-    with open(os.path.join(tmp, "level1", f"{i + 1}_unseen_{spec.kind}.py"), "w",
-              encoding="utf-8") as f:
-      f.write(source)
-  shutil.rmtree(out, ignore_errors=True)
-  os.replace(tmp, out)
+  _replace_with_sources(out, [(os.path.join("level1", f"{i + 1}_unseen_{spec.kind}.py"), source)
+                              for i, (_, source, spec) in enumerate(unseen[:wanted])])
   return out
 
 
@@ -325,10 +331,10 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   summary = _read_json(summary_path) or {}
   times = summary.setdefault("wall_s", {})
   if summary.get("rl", {}).get("num_steps", config.learner.num_steps) != config.learner.num_steps:
-    for key in ("rl", "eval_rl", "probe_rl", "unseen_rl"):
+    for key in ("rl", *_AFTER_RL):
       summary.pop(key, None)
       times.pop(key, None)
-    for key in ("eval_rl", "probe_rl", "unseen_rl"):  # their verdicts are the old policy's
+    for key in _AFTER_RL:  # their verdicts are the old policy's
       shutil.rmtree(paths[key], ignore_errors=True)
 
   def stage(name, fn):
@@ -357,18 +363,21 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
                             heldout_data=os.path.join(paths["data"], "heldout.jsonl"))
   stage("sft", lambda: _last_metrics(train_sft(sft_config, paths["sft"], progress=progress),
                                      ("loss", "heldout_loss", "epoch")))
-  stage("eval_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["eval_sft"],
-                                             progress))
+
+  def evaluation(name, policy_dir, problems_dir=None):
+    """Stage `name` (also its output directory): policy_dir's pass rate on problems_dir (None:
+    the held-out problems)."""
+    stage(name, lambda: evaluate_heldout(config, paths, policy_dir, paths[name], progress,
+                                         problems_dir=problems_dir))
+
   probe = write_probe_problems(config, paths) if config.probe_rl_modules else None
-  if probe:
-    stage("probe_sft", lambda: evaluate_heldout(config, paths, paths["sft"], paths["probe_sft"],
-                                                progress, problems_dir=probe))
   unseen = (write_unseen_problems(config, paths["data"]) if config.num_unseen_modules
             else None)
-  if unseen:
-    stage("unseen_sft", lambda: evaluate_heldout(config, paths, paths["sft"],
-                                                 paths["unseen_sft"], progress,
-                                                 problems_dir=unseen))
+  # (stage prefix, problems): held-out, then the optional probe and unseen modules.
+  evaluations = [("eval", None)] + [(prefix, problems_dir) for prefix, problems_dir in
+                                    (("probe", probe), ("unseen", unseen)) if problems_dir]
+  for prefix, problems_dir in evaluations:
+    evaluation(f"{prefix}_sft", paths["sft"], problems_dir)
   if config.learner.num_steps > 0:
     rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
                                learner=config.learner, backend=config.backend,
@@ -378,15 +387,8 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
     stage("rl", lambda: dict(
         _last_metrics(train_coder(rl_config, paths["rl"], progress=progress),
                       ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
-    stage("eval_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["eval_rl"],
-                                              progress))
-    if probe:
-      stage("probe_rl", lambda: evaluate_heldout(config, paths, paths["rl"], paths["probe_rl"],
-                                                 progress, problems_dir=probe))
-    if unseen:
-      stage("unseen_rl", lambda: evaluate_heldout(config, paths, paths["rl"],
-                                                  paths["unseen_rl"], progress,
-                                                  problems_dir=unseen))
+    for prefix, problems_dir in evaluations:
+      evaluation(f"{prefix}_rl", paths["rl"], problems_dir)
   summary["plot"] = plot_curves(workdir, summary, os.path.join(workdir, "warm_start.png"))
   _write_json(summary_path, summary)
   return summary
