@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import io
 import json
 import os
@@ -85,12 +86,8 @@ def test_warm_start_config_rejects_bad_input():
 def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name):
   """The GPU recipes run with --config.data_from=<a tiny run's workdir>: their data fields must
   stay the tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
-  sys.path.insert(0, REPO)
-  try:
-    tiny = __import__("experiments.configs.warm_start_tiny", fromlist=["get_config"])
-    gpu = __import__(f"experiments.configs.{name}", fromlist=["get_config"])
-  finally:
-    sys.path.pop(0)
+  tiny = importlib.import_module("experiments.configs.warm_start_tiny")
+  gpu = importlib.import_module(f"experiments.configs.{name}")
   tiny_config = configs.from_mapping(warm_start.WarmStartConfig, tiny.get_config())
   config = configs.from_mapping(warm_start.WarmStartConfig, gpu.get_config())
   assert config.policy.preset == "coder-small"
