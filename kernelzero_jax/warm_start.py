@@ -26,6 +26,10 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
                what RL learnt carries over to new modules of known op chains.
   summary.json the numbers of every stage; warm_start.png the curves
 
+`stop_after` ends the run after one stage (its output kept, the run resumable from there):
+"tokenizer" makes data/ and tokenizer/ once, e.g. on a CPU, for other runs to reuse through
+`data_from`.
+
 The held-out pass rate is the share of held-out (problem, sample) pairs judged correct: pass@1
 over `eval_samples` samples per problem.
 """
@@ -49,6 +53,9 @@ from kernelzero_jax.sft.trainer import SFTConfig
 from kernelzero_jax.teacher.family import KINDS
 
 SUMMARY_FILE = "summary.json"
+# Every stage, in the order run() runs them (probe_* and unseen_* only when configured).
+STAGES = ("data", "tokenizer", "sft", "eval_sft", "probe_sft", "unseen_sft", "rl", "eval_rl",
+          "probe_rl", "unseen_rl")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +87,9 @@ class WarmStartConfig:
   # The workdir of an earlier warm start whose data/ and tokenizer/ this one reuses (e.g. a
   # larger policy on the same pairs); its data fields (DATA_FIELDS) must equal these.
   data_from: Optional[str] = None
+  # The last stage to run (one of STAGES): e.g. "tokenizer" makes the data once on a CPU for
+  # GPU runs to reuse through data_from. "": every stage.
+  stop_after: str = ""
 
   def __post_init__(self):
     if self.prompt_style not in PROMPT_STYLES:
@@ -91,6 +101,8 @@ class WarmStartConfig:
       raise ValueError("num_train_modules, num_heldout_modules and eval_samples must be >= 1")
     if self.num_unseen_modules < 0:
       raise ValueError(f"num_unseen_modules must be >= 0, got {self.num_unseen_modules}")
+    if self.stop_after and self.stop_after not in STAGES:
+      raise ValueError(f"stop_after must be one of {STAGES} (or empty), got {self.stop_after!r}")
     if not 0 <= self.probe_rl_modules <= self.num_rl_modules:
       raise ValueError(f"probe_rl_modules must be in [0, num_rl_modules={self.num_rl_modules}], "
                        f"got {self.probe_rl_modules}")
@@ -122,6 +134,10 @@ def reuse_data(config: WarmStartConfig, workdir: str) -> None:
       shutil.rmtree(tmp, ignore_errors=True)  # half a copy from a killed run
       shutil.copytree(os.path.join(source, name), tmp)
       os.replace(tmp, os.path.join(workdir, name))
+
+
+class _StopAfter(Exception):
+  """Raised once the stage named by config.stop_after is done."""
 
 
 # The stages that evaluate the policy after RL: redone when more RL steps are asked for.
@@ -325,7 +341,7 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   # the held-out evaluation after it is redone), and micro-batching may change (memory only);
   # anything else is another experiment.
   configs.check_workdir_config(workdir, config, resumable=(
-      "learner.num_steps", "learner.num_micro_batches", "sft.num_micro_batches"))
+      "learner.num_steps", "learner.num_micro_batches", "sft.num_micro_batches", "stop_after"))
   paths = _paths(workdir)
   summary_path = os.path.join(workdir, SUMMARY_FILE)
   summary = _read_json(summary_path) or {}
@@ -338,57 +354,64 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
       shutil.rmtree(paths[key], ignore_errors=True)
 
   def stage(name, fn):
-    if name in summary:
-      return summary[name]
-    logging.info("warm start: %s", name)
-    t0 = time.perf_counter()
-    summary[name] = fn()
-    times[name] = round(time.perf_counter() - t0, 1)
-    _write_json(summary_path, summary)
+    if name not in summary:
+      logging.info("warm start: %s", name)
+      t0 = time.perf_counter()
+      summary[name] = fn()
+      times[name] = round(time.perf_counter() - t0, 1)
+      _write_json(summary_path, summary)
+    if name == config.stop_after:
+      raise _StopAfter
     return summary[name]
 
-  if config.data_from is not None:
-    reuse_data(config, workdir)  # the stages below then find their outputs and only read them
-  data = stage("data", lambda: {
-      split: {k: r[k] for k in ("num_modules", "num_pairs", "pass_rate", "by_kind", "statuses",
-                                "num_problems") if k in r}
-      for split, r in make_data(config, paths["data"], progress).items()})
-  if data["heldout"].get("num_problems", 0) == 0:
-    raise RuntimeError("no usable held-out problem: the teacher solved none of the held-out "
-                       f"modules (see {paths['data']}/heldout_report.json)")
-  stage("tokenizer", lambda: {"vocab_size": make_tokenizer(config, paths["data"],
-                                                            paths["tokenizer"])})
-  sft_config = SFTRunConfig(policy=_policy(config, paths, None), sft=config.sft,
-                            train_data=os.path.join(paths["data"], "train.jsonl"),
-                            heldout_data=os.path.join(paths["data"], "heldout.jsonl"))
-  stage("sft", lambda: _last_metrics(train_sft(sft_config, paths["sft"], progress=progress),
-                                     ("loss", "heldout_loss", "epoch")))
+  def stages():
+    if config.data_from is not None:
+      reuse_data(config, workdir)  # the stages below then find their outputs and only read them
+    data = stage("data", lambda: {
+        split: {k: r[k] for k in ("num_modules", "num_pairs", "pass_rate", "by_kind", "statuses",
+                                  "num_problems") if k in r}
+        for split, r in make_data(config, paths["data"], progress).items()})
+    if data["heldout"].get("num_problems", 0) == 0:
+      raise RuntimeError("no usable held-out problem: the teacher solved none of the held-out "
+                         f"modules (see {paths['data']}/heldout_report.json)")
+    stage("tokenizer", lambda: {"vocab_size": make_tokenizer(config, paths["data"],
+                                                              paths["tokenizer"])})
+    sft_config = SFTRunConfig(policy=_policy(config, paths, None), sft=config.sft,
+                              train_data=os.path.join(paths["data"], "train.jsonl"),
+                              heldout_data=os.path.join(paths["data"], "heldout.jsonl"))
+    stage("sft", lambda: _last_metrics(train_sft(sft_config, paths["sft"], progress=progress),
+                                       ("loss", "heldout_loss", "epoch")))
 
-  def evaluation(name, policy_dir, problems_dir=None):
-    """Stage `name` (also its output directory): policy_dir's pass rate on problems_dir (None:
-    the held-out problems)."""
-    stage(name, lambda: evaluate_heldout(config, paths, policy_dir, paths[name], progress,
-                                         problems_dir=problems_dir))
+    def evaluation(name, policy_dir, problems_dir=None):
+      """Stage `name` (also its output directory): policy_dir's pass rate on problems_dir (None:
+      the held-out problems)."""
+      stage(name, lambda: evaluate_heldout(config, paths, policy_dir, paths[name], progress,
+                                           problems_dir=problems_dir))
 
-  probe = write_probe_problems(config, paths) if config.probe_rl_modules else None
-  unseen = (write_unseen_problems(config, paths["data"]) if config.num_unseen_modules
-            else None)
-  # (stage prefix, problems): held-out, then the optional probe and unseen modules.
-  evaluations = [("eval", None)] + [(prefix, problems_dir) for prefix, problems_dir in
-                                    (("probe", probe), ("unseen", unseen)) if problems_dir]
-  for prefix, problems_dir in evaluations:
-    evaluation(f"{prefix}_sft", paths["sft"], problems_dir)
-  if config.learner.num_steps > 0:
-    rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
-                               learner=config.learner, backend=config.backend,
-                               modules=(os.path.join(paths["data"], "rl_modules"),),
-                               prompt_style=config.prompt_style, sandbox=config.sandbox,
-                               max_parallel=config.max_parallel)
-    stage("rl", lambda: dict(
-        _last_metrics(train_coder(rl_config, paths["rl"], progress=progress),
-                      ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
+    probe = write_probe_problems(config, paths) if config.probe_rl_modules else None
+    unseen = (write_unseen_problems(config, paths["data"]) if config.num_unseen_modules
+              else None)
+    # (stage prefix, problems): held-out, then the optional probe and unseen modules.
+    evaluations = [("eval", None)] + [(prefix, problems_dir) for prefix, problems_dir in
+                                      (("probe", probe), ("unseen", unseen)) if problems_dir]
     for prefix, problems_dir in evaluations:
-      evaluation(f"{prefix}_rl", paths["rl"], problems_dir)
+      evaluation(f"{prefix}_sft", paths["sft"], problems_dir)
+    if config.learner.num_steps > 0:
+      rl_config = CoderRunConfig(policy=_policy(config, paths, paths["sft"]),
+                                 learner=config.learner, backend=config.backend,
+                                 modules=(os.path.join(paths["data"], "rl_modules"),),
+                                 prompt_style=config.prompt_style, sandbox=config.sandbox,
+                                 max_parallel=config.max_parallel)
+      stage("rl", lambda: dict(
+          _last_metrics(train_coder(rl_config, paths["rl"], progress=progress),
+                        ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
+      for prefix, problems_dir in evaluations:
+        evaluation(f"{prefix}_rl", paths["rl"], problems_dir)
+
+  try:
+    stages()
+  except _StopAfter:  # config.stop_after is done: no plot of stages not run
+    return summary
   summary["plot"] = plot_curves(workdir, summary, os.path.join(workdir, "warm_start.png"))
   _write_json(summary_path, summary)
   return summary

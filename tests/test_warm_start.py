@@ -80,20 +80,29 @@ def test_warm_start_config_rejects_bad_input():
     warm_start.WarmStartConfig(num_rl_modules=4, probe_rl_modules=5)
   with pytest.raises(ValueError, match="num_unseen_modules"):
     warm_start.WarmStartConfig(num_unseen_modules=-1)
+  with pytest.raises(ValueError, match="stop_after"):
+    warm_start.WarmStartConfig(stop_after="eval")
 
 
-@pytest.mark.parametrize("name", ["warm_start_gpu", "warm_start_gpu_rl"])
-def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name):
-  """The GPU recipes run with --config.data_from=<a tiny run's workdir>: their data fields must
-  stay the tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
-  tiny = importlib.import_module("experiments.configs.warm_start_tiny")
+@pytest.mark.parametrize("name,train_modules", [("warm_start_gpu", None),
+                                                  ("warm_start_gpu_rl", None),
+                                                  ("warm_start_gpu_8k", 8000)])
+def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name, train_modules):
+  """The GPU recipes run with --config.data_from=<a tiny run's workdir> (made with
+  --config.num_train_modules=N where the recipe needs N): their other data fields must stay the
+  tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
+  tiny = importlib.import_module("experiments.configs.warm_start_tiny").get_config()
+  if train_modules is not None:
+    tiny.num_train_modules = train_modules
   gpu = importlib.import_module(f"experiments.configs.{name}")
-  tiny_config = configs.from_mapping(warm_start.WarmStartConfig, tiny.get_config())
+  tiny_config = configs.from_mapping(warm_start.WarmStartConfig, tiny)
   config = configs.from_mapping(warm_start.WarmStartConfig, gpu.get_config())
   assert config.policy.preset == "coder-small"
   assert {k: getattr(config, k) for k in warm_start.DATA_FIELDS} == {
       k: getattr(tiny_config, k) for k in warm_start.DATA_FIELDS}
-  assert config.learner.optimizer.total_steps >= config.learner.num_steps
+  learner = config.learner
+  assert learner.optimizer.total_steps >= (learner.num_steps * learner.updates_per_batch
+                                           * learner.epochs_per_batch)
 
 
 def test_unseen_modules_have_trained_op_structures_and_were_never_trained_on(tmp_path,
@@ -220,6 +229,19 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
   with pytest.raises(configs.ConfigError, match="other data fields"):
     warm_start.run(_toy_config(data_from=workdir, seed=1), str(tmp_path / "third"),
                    progress=False)
+
+
+def test_stop_after_ends_the_run_after_that_stage_and_a_later_run_goes_on(tmp_path):
+  workdir = str(tmp_path / "ws")
+  made = warm_start.run(_toy_config(stop_after="tokenizer"), workdir, progress=False)
+  assert set(made) == {"wall_s", "data", "tokenizer"} and set(made["wall_s"]) == {"data",
+                                                                                 "tokenizer"}
+  assert sorted(os.listdir(workdir)) == ["config.json", "data", "summary.json", "tokenizer"]
+  # The same workdir, one stage further: SFT runs, the data is not made again.
+  went_on = warm_start.run(_toy_config(stop_after="sft"), workdir, progress=False)
+  assert set(went_on) == {"wall_s", "data", "tokenizer", "sft"}
+  assert went_on["wall_s"]["data"] == made["wall_s"]["data"]
+  assert not os.path.exists(os.path.join(workdir, "eval_sft"))
 
 
 def test_warm_start_refuses_a_vocabulary_larger_than_the_model(tmp_path):
