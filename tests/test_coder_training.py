@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -88,11 +89,7 @@ def test_load_modules_skips_broken_files_and_names_them(tmp_path):
 
 def test_config_files_resolve_and_reject_unknown_fields():
   for name in ("coder_tiny_triton", "coder_qwen7b_cuda"):
-    sys.path.insert(0, REPO)
-    try:
-      module = __import__(f"experiments.configs.{name}", fromlist=["get_config"])
-    finally:
-      sys.path.pop(0)
+    module = importlib.import_module(f"experiments.configs.{name}")
     config = configs.from_mapping(train.CoderRunConfig, module.get_config())
     assert config.learner.rollout.group_size >= 1
   bad = configs.config_dict(train.CoderRunConfig)
