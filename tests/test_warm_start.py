@@ -86,7 +86,7 @@ def test_warm_start_config_rejects_bad_input():
 
 @pytest.mark.parametrize("name,train_modules", [("warm_start_gpu", None),
                                                   ("warm_start_gpu_rl", None),
-                                                  ("warm_start_gpu_8k", 8000)])
+                                                  ("warm_start_gpu_6k", 6000)])
 def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name, train_modules):
   """The GPU recipes run with --config.data_from=<a tiny run's workdir> (made with
   --config.num_train_modules=N where the recipe needs N): their other data fields must stay the

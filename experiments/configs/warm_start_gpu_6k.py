@@ -1,26 +1,26 @@
-r"""warm_start_gpu_rl.py on 8000 teacher modules instead of 2000: whether CA-GRPO moves held-out
-op chains once SFT has seen four times as many chains.
+r"""warm_start_gpu_rl.py on 6000 teacher modules instead of 2000: whether CA-GRPO moves held-out
+op chains once SFT has seen more chains.
 
 The data, once, on a CPU (the Triton interpreter; about an hour on 2 cores), stopping after the
 tokenizer:
 
     python -m experiments.warm_start --config=experiments/configs/warm_start_tiny.py \
-        --workdir=/tmp/warm_start_8k_data --config.num_train_modules=8000 \
+        --workdir=/tmp/warm_start_6k_data --config.num_train_modules=6000 \
         --config.stop_after=tokenizer
 
 then on one GPU:
 
-    python -m experiments.warm_start --config=experiments/configs/warm_start_gpu_8k.py \
-        --workdir=/tmp/warm_start_gpu_8k --config.data_from=/tmp/warm_start_8k_data
+    python -m experiments.warm_start --config=experiments/configs/warm_start_gpu_6k.py \
+        --workdir=/tmp/warm_start_gpu_6k --config.data_from=/tmp/warm_start_6k_data
 
 Why: after warm_start_gpu_rl.py's RL, the new modules it solved more often were almost all
 short chains whose op structure SFT or RL had trained on; held-out op chains (never trained on)
 did not move. The held-out problems (the same 64 modules: they are drawn apart from the train
 ones) need the policy to compose ops in orders it has not seen, so this recipe gives SFT more
-chains to learn composing from (4907 op structures instead of 1447) and then the same RL.
+chains to learn composing from (3831 op structures instead of 1447) and then the same RL.
 
 Changes from warm_start_gpu_rl.py:
-  - 8000 train modules; SFT for 600 steps of 16 packed rows (about 2 epochs; 300 steps were
+  - 6000 train modules; SFT for 600 steps of 16 packed rows (about 2.5 epochs; 300 steps were
     3.8 epochs of the 2000);
   - 2 clipped passes over each scored batch (learner.epochs_per_batch): an RL step waits about
     20 s on the sandbox and trains in under a second, so a second pass is nearly free; 32 steps
@@ -34,7 +34,7 @@ from experiments.configs import warm_start_gpu_rl
 
 def get_config():
   config = warm_start_gpu_rl.get_config()
-  config.num_train_modules = 8000
+  config.num_train_modules = 6000
   config.sft.num_steps = 600
   config.sft.optimizer.total_steps = 600
   config.update(eval_samples=8, probe_rl_modules=0)
