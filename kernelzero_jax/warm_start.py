@@ -24,7 +24,9 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
                nor RL trained on (drawn with seed + 3, minus every train and RL module). Between
                the probe (what RL trains on) and held-out (op chains never trained on): whether
                what RL learnt carries over to new modules of known op chains.
-  summary.json the numbers of every stage; warm_start.png the curves
+  summary.json the numbers of every stage (each *_rl evaluation also compared problem by problem
+               with its *_sft one: vs_eval_sft etc., evaluation/compare.py); warm_start.png the
+               curves
 
 `stop_after` ends the run after one stage (its output kept, the run resumable from there):
 "tokenizer" makes data/ and tokenizer/ once, e.g. on a CPU, for other runs to reuse through
@@ -314,6 +316,12 @@ def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_work
           "by_kind": _correct_by_kind(out_dir)}
 
 
+def kind_of(problem: str) -> str:
+  """The module kind in a problem's name (every problem file the warm start writes ends in
+  _<kind>.py); another name gives its last _-separated part."""
+  return problem.rsplit("_", 1)[-1]
+
+
 def _correct_by_kind(eval_dir: str) -> dict[str, dict[str, Any]]:
   """{kind: {"total", "correct", "pass_rate"}} (the data stage's layout) over the family's
   kinds, read off the problem names (every problem file the warm start writes ends in
@@ -322,7 +330,7 @@ def _correct_by_kind(eval_dir: str) -> dict[str, dict[str, Any]]:
   from kernelzero_jax.evaluation.driver import read_verdicts
   by_kind: dict[str, dict[str, Any]] = {}
   for verdict in read_verdicts(eval_dir):
-    kind = verdict["problem"].rsplit("_", 1)[-1]
+    kind = kind_of(verdict["problem"])
     if kind in KINDS:
       counts = by_kind.setdefault(kind, {"total": 0, "correct": 0})
       counts["total"] += 1
@@ -335,6 +343,7 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
   # pylint: disable=import-outside-toplevel
   from kernelzero_jax.coder.train import CoderRunConfig
   from kernelzero_jax.coder.train import train as train_coder
+  from kernelzero_jax.evaluation.compare import compare, read_eval
   from kernelzero_jax.sft.run import SFTRunConfig
   from kernelzero_jax.sft.run import train as train_sft
   # More RL steps may be asked of a finished run (the RL stage resumes from its checkpoint and
@@ -382,11 +391,18 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
     stage("sft", lambda: _last_metrics(train_sft(sft_config, paths["sft"], progress=progress),
                                        ("loss", "heldout_loss", "epoch")))
 
-    def evaluation(name, policy_dir, problems_dir=None):
+    def evaluation(name, policy_dir, problems_dir=None, before=None):
       """Stage `name` (also its output directory): policy_dir's pass rate on problems_dir (None:
-      the held-out problems)."""
-      stage(name, lambda: evaluate_heldout(config, paths, policy_dir, paths[name], progress,
-                                           problems_dir=problems_dir))
+      the held-out problems); with `before` (an earlier evaluation stage of the same problems),
+      also the problem-by-problem comparison with it (evaluation.compare)."""
+      def run_it():
+        result = evaluate_heldout(config, paths, policy_dir, paths[name], progress,
+                                  problems_dir=problems_dir)
+        if before is not None:
+          result[f"vs_{before}"] = compare(read_eval(paths[before]), read_eval(paths[name]),
+                                           group_of=kind_of)
+        return result
+      stage(name, run_it)
 
     probe = write_probe_problems(config, paths) if config.probe_rl_modules else None
     unseen = (write_unseen_problems(config, paths["data"]) if config.num_unseen_modules
@@ -406,7 +422,7 @@ def run(config: WarmStartConfig, workdir: str, progress: bool = True) -> dict[st
           _last_metrics(train_coder(rl_config, paths["rl"], progress=progress),
                         ("accuracy", "reward_mean")), num_steps=config.learner.num_steps))
       for prefix, problems_dir in evaluations:
-        evaluation(f"{prefix}_rl", paths["rl"], problems_dir)
+        evaluation(f"{prefix}_rl", paths["rl"], problems_dir, before=f"{prefix}_sft")
 
   try:
     stages()

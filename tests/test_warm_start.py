@@ -183,6 +183,14 @@ def test_warm_start_runs_every_stage_and_resumes(tmp_path):
     assert set(by_kind) <= set(generator.family.KINDS) and by_kind
     assert sum(k["total"] for k in by_kind.values()) == summary[key]["num_samples"]
     assert sum(k["correct"] for k in by_kind.values()) == summary[key]["num_correct"]
+  for prefix in ("eval", "probe", "unseen"):  # after RL: compared problem by problem with SFT
+    vs_sft = summary[f"{prefix}_rl"][f"vs_{prefix}_sft"]
+    assert vs_sft["problems"] == summary[f"{prefix}_sft"]["num_problems"]
+    assert vs_sft["correct_before"] == summary[f"{prefix}_sft"]["num_correct"]
+    assert vs_sft["correct_after"] == summary[f"{prefix}_rl"]["num_correct"]
+    assert vs_sft["samples_after"] == summary[f"{prefix}_rl"]["num_samples"]
+    assert vs_sft["same"] == vs_sft["problems"] and vs_sft["sign_test_p"] == 1.0
+    assert set(vs_sft["by_group"]) == set(summary[f"{prefix}_rl"]["by_kind"])
   assert summary["rl"]["accuracy"] == 0.0
   assert os.path.getsize(summary["plot"]) > 10_000
   with open(os.path.join(workdir, "summary.json")) as f:
