@@ -6,8 +6,9 @@ r"""Two evaluations of the same problems, compared problem by problem (evaluatio
 Each of --before and --after is an evaluation directory (holding verdicts.jsonl, as
 eval_kernelbench and the warm start write) or a verdicts .jsonl file. Prints correct samples
 before and after over the problems both sampled, how many problems went up, down or stayed, and
-the two-sided sign test's p-value; with --by_kind also per module kind (the warm start's problem
-names end in _<kind>). The same numbers as JSON on the last line (and in --json_out).
+the two-sided p-values of the sign test and of the Cochran-Mantel-Haenszel test (problems as
+strata); with --by_kind also per module kind (the warm start's problem names end in _<kind>).
+The same numbers as JSON on the last line (and in --json_out).
 """
 
 import json
@@ -28,7 +29,7 @@ def _line(name, c):
   return (f"{name:<12} {c['correct_before']:>4}/{c['samples_before']:<5} -> "
           f"{c['correct_after']:>4}/{c['samples_after']:<5} over {c['problems']:>3} problems: "
           f"{c['up']} up, {c['down']} down, {c['same']} same (sign test p = "
-          f"{c['sign_test_p']:.2g})")
+          f"{c['sign_test_p']:.2g}, CMH p = {c['cmh_p']:.2g})")
 
 
 def main(argv):

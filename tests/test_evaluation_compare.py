@@ -22,6 +22,33 @@ def test_sign_test_p_is_scipys_two_sided_binomial_test(up, down):
   assert compare.sign_test_p(up, down) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("correction", [True, False])
+@pytest.mark.parametrize("stratum", [(3, 8, 7, 8), (10, 24, 14, 24), (0, 8, 5, 8), (6, 10, 2, 12)])
+def test_cmh_on_one_stratum_is_scipys_chi_square_times_n_minus_1_over_n(stratum, correction):
+  """On a single 2x2 table the CMH statistic is (n-1)/n times Pearson's chi-square (Yates's with
+  the continuity correction)."""
+  correct_before, samples_before, correct_after, samples_after = stratum
+  table = [[correct_after, samples_after - correct_after],
+           [correct_before, samples_before - correct_before]]
+  n = samples_before + samples_after
+  pearson = stats.chi2_contingency(table, correction=correction).statistic
+  expected = stats.chi2.sf(pearson * (n - 1) / n, df=1)
+  assert compare.cmh_p([stratum], correction=correction) == pytest.approx(expected, rel=1e-9)
+
+
+def test_cmh_sums_the_strata_before_dividing():
+  """Two strata worked by hand: (1/4 -> 3/4) and (2/4 -> 4/4). Deviations from the expected
+  correct-after counts: 3 - 4*4/8 = 1 and 4 - 4*6/8 = 1; variances 4*4*4*4/(64*7) = 4/7 and
+  4*4*6*2/(64*7) = 3/7; statistic (2 - 0.5)^2 / 1 = 2.25."""
+  assert compare.cmh_p([(1, 4, 3, 4), (2, 4, 4, 4)]) == pytest.approx(stats.chi2.sf(2.25, df=1))
+  # Strata that cannot vary (all correct or all wrong) add nothing; none at all gives 1.
+  assert compare.cmh_p([(1, 4, 3, 4), (2, 4, 4, 4), (4, 4, 4, 4), (0, 8, 0, 8)]) == (
+      compare.cmh_p([(1, 4, 3, 4), (2, 4, 4, 4)]))
+  assert compare.cmh_p([(0, 8, 0, 8)]) == 1.0 and compare.cmh_p([]) == 1.0
+  # The same rates before and after: no evidence of a change.
+  assert compare.cmh_p([(2, 8, 2, 8), (5, 8, 5, 8)]) == 1.0
+
+
 def test_sign_test_p_rejects_negative_counts():
   with pytest.raises(ValueError):
     compare.sign_test_p(-1, 2)
@@ -45,10 +72,12 @@ def test_compare_counts_shared_problems_only_and_groups_them():
   assert {k: v for k, v in result.items() if k != "by_group"} == {
       "problems": 4, "correct_before": 6, "samples_before": 16, "correct_after": 8,
       "samples_after": 16, "up": 2, "down": 1, "same": 1, "sign_test_p": 1.0,
+      "cmh_p": compare.cmh_p([(1, 4, 3, 4), (2, 4, 1, 4), (0, 4, 0, 4), (3, 4, 4, 4)]),
       "only_before": 1, "only_after": 1}
   assert result["by_group"]["softmax"] == {
       "problems": 2, "correct_before": 3, "samples_before": 8, "correct_after": 4,
-      "samples_after": 8, "up": 1, "down": 1, "same": 0, "sign_test_p": 1.0}
+      "samples_after": 8, "up": 1, "down": 1, "same": 0, "sign_test_p": 1.0,
+      "cmh_p": compare.cmh_p([(1, 4, 3, 4), (2, 4, 1, 4)])}
   assert result["by_group"]["matmul"]["up"] == 1 and result["by_group"]["matmul"]["same"] == 1
   assert "by_group" not in compare.compare(_verdicts(BEFORE), _verdicts(AFTER))
 

@@ -4,8 +4,11 @@ A pass rate over a few hundred samples moves by several points between two sampl
 policy, so "did training raise it" is asked per problem: for each problem both evaluations
 sampled, did it get more correct samples after than before, fewer, or as many. Under "no
 change" a problem is as likely to go up as down, so the two-sided sign test's p-value over the
-problems that moved says how surprising the ups and downs are. Problems sampled by only one of
-the two evaluations are left out of the pairing and counted.
+problems that moved says how surprising the ups and downs are. The sign test ignores by how
+much a problem moved; the Cochran-Mantel-Haenszel test does not: it takes each problem as a
+stratum of two independent samplings (before and after), so it asks whether the pass rate rose
+within problems, whatever each problem's own difficulty. Problems sampled by only one of the two
+evaluations are left out of the pairing and counted.
 """
 
 from __future__ import annotations
@@ -31,6 +34,25 @@ def sign_test_p(up: int, down: int) -> float:
   return min(1.0, 2 * tail)
 
 
+def cmh_p(strata: Iterable[tuple[int, int, int, int]], correction: bool = True) -> float:
+  """Two-sided Cochran-Mantel-Haenszel test over strata of (correct before, samples before,
+  correct after, samples after): the chance, with each stratum's pass rate the same before and
+  after, of a summed difference at least this large (chi-square with 1 degree of freedom, with
+  the continuity correction unless `correction` is False). 1.0 when no stratum varies."""
+  deviation, variance = 0.0, 0.0
+  for correct_before, samples_before, correct_after, samples_after in strata:
+    n = samples_before + samples_after
+    correct = correct_before + correct_after
+    if n < 2:
+      continue
+    deviation += correct_after - samples_after * correct / n
+    variance += (samples_before * samples_after * correct * (n - correct)) / (n * n * (n - 1))
+  if variance == 0:
+    return 1.0
+  statistic = max(abs(deviation) - (0.5 if correction else 0.0), 0.0) ** 2 / variance
+  return math.erfc(math.sqrt(statistic / 2))  # the chi-square(1) survival function
+
+
 def read_eval(path: str) -> list[dict[str, Any]]:
   """The verdicts of an evaluation: its directory (holding verdicts.jsonl) or a .jsonl file."""
   file = os.path.join(path, VERDICTS_FILE) if os.path.isdir(path) else path
@@ -53,7 +75,7 @@ def correct_per_problem(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, tupl
 def compare(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]],
             group_of=None) -> dict[str, Any]:
   """Correct samples before and after over the problems both evaluated, the problems that went
-  up, down or stayed, the sign test's p-value, and the same per group (`group_of(problem)`,
+  up, down or stayed, the sign test's and the CMH test's p-values, and the same per group (`group_of(problem)`,
   e.g. the module kind; None: no groups)."""
   old, new = correct_per_problem(before), correct_per_problem(after)
   shared = sorted(set(old) & set(new))
@@ -67,7 +89,8 @@ def compare(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, An
             "correct_after": sum(new[p][0] for p in problems),
             "samples_after": sum(new[p][1] for p in problems),
             "up": up, "down": down, "same": len(problems) - up - down,
-            "sign_test_p": sign_test_p(up, down)}
+            "sign_test_p": sign_test_p(up, down),
+            "cmh_p": cmh_p((*old[p], *new[p]) for p in problems)}
 
   result = summarise(shared)
   result["only_before"] = len(set(old) - set(new))
