@@ -26,6 +26,8 @@ the CPU cores"):
   RL probe   8 -> 12 of 64
   held-out   13 -> 23 of 232, but 34 -> 34 of 464 with sampling seed 1 and 8 samples: not raised.
 SFT is not bit-reproducible on the GPU, so another run starts from another checkpoint.
+warm_start_gpu_6k.py runs this RL (20 steps, two passes per batch) after SFT on 6000 modules,
+and there it raises the held-out pass rate.
 """
 
 from experiments.configs import warm_start_gpu
