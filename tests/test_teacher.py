@@ -247,6 +247,22 @@ def test_generate_modules_is_deterministic_distinct_and_balanced():
     assert teacher.understand(source) == spec
 
 
+def test_rendered_modules_call_exactly_the_catalog_apis_their_spec_names():
+  """The family is spelled in the Proposer's catalog: the catalog's own reader of a module's
+  forward finds spec.apis() in every rendered module, and every name there is a catalog API."""
+  from kernelzero_jax.proposer import catalog  # pylint: disable=import-outside-toplevel
+  known = {api.name for api in catalog.CATALOG}
+  assert {a for apis in family.CATALOG_APIS.values() for a in apis} <= known
+  modules = (generator.generate_modules(400, 0, split="train")
+             + generator.generate_modules(100, 1, split="heldout"))
+  covered = set()
+  for _, source, spec in modules:
+    assert catalog.forward_apis(source) == spec.apis(), spec.describe()
+    covered |= {o.name for o in spec.ops} | {spec.core}
+  # The draw exercises every op and core that has an entry.
+  assert set(family.CATALOG_APIS) <= covered
+
+
 def test_heldout_structures_never_appear_in_train():
   train = generator.generate_modules(300, seed=0, split="train")
   heldout = generator.generate_modules(100, seed=0, split="heldout")

@@ -12,8 +12,11 @@ An op is unary (relu, gelu, a scale by a constant, ...) or binary with a second 
 either another forward input of the value's shape or an `nn.Parameter` row the size of the last
 dim, broadcast over the rows. Everything is float32.
 
-The vocabulary here is hand-written. It should later come from the Proposer's API catalog (not
-built yet), so that the modules the teacher covers and the APIs the Proposer samples are one list.
+The vocabulary is hand-written, and spelled in the Proposer's API catalog
+(proposer/catalog.py): `CATALOG_APIS` names the catalog APIs each op's rendered code calls, and a
+test reads every rendered module's forward with the catalog (`catalog.forward_apis`) and finds
+exactly `spec.apis()`. So the modules the teacher covers are named in the APIs the Proposer
+samples. Two ops have none: `neg` (unary minus) and `square` (torch.square).
 
 Train / held-out split: a spec belongs to the held-out split when a hash of its op *structure*
 (kind, core op and the names of the chain's ops; not constants, shapes, operand kinds, keepdim or
@@ -54,6 +57,18 @@ CORES = {"elementwise": (None,), "reduction": REDUCTIONS, "softmax": SOFTMAXES,
 
 INPUT_DISTRIBUTIONS = ("randn", "rand")
 PARAM_KINDS = ("linear", "tensor")
+
+# The Proposer's catalog APIs (proposer/catalog.py) that each op's and core's rendered code
+# calls (render.py); () where the catalog has none. add_const with a negative constant is
+# written as a subtraction (ModuleSpec.apis).
+CATALOG_APIS: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in ("relu", "silu", "sigmoid", "tanh", "exp", "abs", "softplus",
+                                  "leaky_relu", "elu", "hardtanh", "clamp", "add", "sub", "mul",
+                                  "maximum", "minimum", "sum", "mean", "max", "min", "amax",
+                                  "amin", "softmax", "log_softmax", "linear", "matmul")},
+    "gelu": ("gelu",), "gelu_tanh": ("gelu",), "scale": ("mul",), "add_const": ("add",),
+    "neg": (), "square": (), "l2norm": ("norm",), "rms": ("sqrt", "mean", "mul"),
+}
 
 # Names that are the same math under two spellings; merged for the split so that the same chain
 # cannot sit in train under one name and in held-out under the other.
@@ -186,6 +201,15 @@ class ModuleSpec:
 
   def split(self) -> str:
     return split_of_structure(self.structure())
+
+  def apis(self) -> frozenset[str]:
+    """The Proposer's catalog APIs that the rendered module's forward calls."""
+    def op_apis(o: Op) -> tuple[str, ...]:
+      if o.name == "add_const" and o.consts[0] < 0:
+        return ("sub",)  # render.py writes x - |c|
+      return CATALOG_APIS[o.name]
+    core = CATALOG_APIS[self.core] if self.core else ()
+    return frozenset(core).union(*(op_apis(o) for o in self.ops))
 
   def describe(self) -> str:
     """A short human-readable name, e.g. 'linear+relu+add[row]'."""
