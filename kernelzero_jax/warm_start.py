@@ -105,6 +105,11 @@ class WarmStartConfig:
       raise ValueError(f"num_unseen_modules must be >= 0, got {self.num_unseen_modules}")
     if self.stop_after and self.stop_after not in STAGES:
       raise ValueError(f"stop_after must be one of {STAGES} (or empty), got {self.stop_after!r}")
+    skipped = {"probe": self.probe_rl_modules == 0, "unseen": self.num_unseen_modules == 0,
+               "rl": self.learner.num_steps == 0}
+    if any(skipped[part] for part in self.stop_after.split("_") if part in skipped):
+      raise ValueError(f"stop_after={self.stop_after!r} names a stage this config does not run "
+                       "(no probe, no unseen modules or no RL steps)")
     if not 0 <= self.probe_rl_modules <= self.num_rl_modules:
       raise ValueError(f"probe_rl_modules must be in [0, num_rl_modules={self.num_rl_modules}], "
                        f"got {self.probe_rl_modules}")

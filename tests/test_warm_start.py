@@ -82,6 +82,14 @@ def test_warm_start_config_rejects_bad_input():
     warm_start.WarmStartConfig(num_unseen_modules=-1)
   with pytest.raises(ValueError, match="stop_after"):
     warm_start.WarmStartConfig(stop_after="eval")
+  for stage, needs in (("probe_sft", "probe_rl_modules"), ("unseen_rl", "num_unseen_modules")):
+    with pytest.raises(ValueError, match="does not run"):
+      warm_start.WarmStartConfig(stop_after=stage)
+    warm_start.WarmStartConfig(stop_after=stage, num_rl_modules=4, **{needs: 1})
+  with pytest.raises(ValueError, match="does not run"):
+    configs.from_mapping(warm_start.WarmStartConfig,
+                         {"stop_after": "eval_rl", "learner": {"num_steps": 0}})
+  warm_start.WarmStartConfig(stop_after="eval_sft")
 
 
 @pytest.mark.parametrize("name,train_modules", [("warm_start_gpu", None),
