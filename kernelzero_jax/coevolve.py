@@ -45,6 +45,7 @@ from kernelzero_jax.proposer.api_sets import (ApiSetSampler, Cooccurrence, mine_
 from kernelzero_jax.proposer.environment import ProposalSettings, ProposerEnvironment
 from kernelzero_jax.proposer.frontier import FrontierConfig, ModulePool, normalized_source_hash
 from kernelzero_jax.rl.checkpointing import Checkpointer
+from kernelzero_jax.teacher.family import KINDS
 from kernelzero_jax.rl.learner import Completion, Learner, LearnerConfig, Prompt
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.tasks.kernelbench import TaskError
@@ -83,7 +84,9 @@ class CoevolveConfig:
   backend: str = "triton"
   prompt_style: str = "one_shot"      # the Coder's (coder.prompts.PROMPT_STYLES)
   seed_modules: tuple[str, ...] = ()  # the pool's first modules (empty: the package's examples)
-  seed_teacher_modules: int = 0       # and this many small modules of the teacher's family
+  seed_teacher_modules: int = 0       # and this many small modules of the teacher's family,
+  seed_teacher_max_ops: int = 0       # each of at most this many operations (0: any number)
+  seed_teacher_kinds: tuple[str, ...] = KINDS  # and of these kinds (teacher.family.KINDS)
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
   max_parallel: int = 0               # concurrent sandbox judges; 0: one per CPU core
   eval: RoundEvalConfig = RoundEvalConfig()
@@ -100,6 +103,11 @@ class CoevolveConfig:
     if self.proposer.reward_schedule != "environment":
       raise ValueError("proposer.reward_schedule must be 'environment': the Proposer's reward "
                        "is frontier.reward at the Coder's pass rate; choose it there")
+    if not self.seed_teacher_kinds or set(self.seed_teacher_kinds) - set(KINDS):
+      raise ValueError(f"seed_teacher_kinds must be some of {KINDS}, got "
+                       f"{self.seed_teacher_kinds}")
+    if self.seed_teacher_max_ops < 0:
+      raise ValueError(f"seed_teacher_max_ops must be >= 0, got {self.seed_teacher_max_ops}")
     unknown = sorted(set(self.apis) - set(catalog.BY_NAME))
     if unknown:
       raise ValueError(f"apis not in the catalog: {unknown}")
@@ -203,7 +211,8 @@ def load_cooccurrence(source: str, cache_dir: str) -> Cooccurrence:
 def seed_modules(config: CoevolveConfig) -> list[str]:
   """The pool's first modules: `seed_modules` (files or directories; default the package's
   example references) and `seed_teacher_modules` small train-split modules of the teacher's
-  family (what a warm-started Coder was trained on). A file that does not load is skipped with
+  family (what a warm-started Coder was trained on), of `seed_teacher_kinds` and at most
+  `seed_teacher_max_ops` operations when set, so that a weak Coder solves some of them. A file that does not load is skipped with
   a warning; none at all is a config error (the Coder's first phase would have nothing)."""
   paths = config.seed_modules or DEFAULT_MODULES
   try:
@@ -217,7 +226,8 @@ def seed_modules(config: CoevolveConfig) -> list[str]:
     # pylint: disable-next=import-outside-toplevel
     from kernelzero_jax.teacher.generator import generate_modules
     sources += [src for _, src, _ in generate_modules(
-        config.seed_teacher_modules, seed=config.seed + 1_000, split="train", size="small")]
+        config.seed_teacher_modules, seed=config.seed + 1_000, split="train", size="small",
+        kinds=tuple(config.seed_teacher_kinds), max_ops=config.seed_teacher_max_ops or None)]
   if not sources:
     raise configs.ConfigError(f"no usable seed module in {list(paths)}: {problems}")
   return sources

@@ -200,6 +200,15 @@ def test_the_seed_pool_holds_the_examples_and_teacher_modules():
   sources = coevolve.seed_modules(CoevolveConfig(seed_teacher_modules=3))
   assert len(sources) == 5 and all("class Model" in s for s in sources)
   assert sources[2:] == coevolve.seed_modules(CoevolveConfig(seed_teacher_modules=3))[2:]
+  short = coevolve.seed_modules(CoevolveConfig(seed_teacher_modules=3, seed_teacher_max_ops=1,
+                                               seed_teacher_kinds=("reduction", "softmax")))
+  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
+  assert short[2:] == [src for _, src, _ in generator.generate_modules(
+      3, seed=1_000, kinds=("reduction", "softmax"), max_ops=1)]
+  with pytest.raises(ValueError, match="seed_teacher_kinds"):
+    CoevolveConfig(seed_teacher_kinds=("conv",))
+  with pytest.raises(ValueError, match="seed_teacher_max_ops"):
+    CoevolveConfig(seed_teacher_max_ops=-1)
 
 
 def test_the_default_coder_is_the_shipped_warm_start():
@@ -209,3 +218,4 @@ def test_the_default_coder_is_the_shipped_warm_start():
   model, tokenizer = load_policy(config.coder_policy)
   assert model.config.hidden_size == 128 and len(tokenizer) == 1032
   assert config.prompt_style == "compact" and config.seed_teacher_modules == 8
+  assert config.seed_teacher_max_ops == 1 and "matmul" not in config.seed_teacher_kinds

@@ -263,6 +263,21 @@ def test_rendered_modules_call_exactly_the_catalog_apis_their_spec_names():
   assert set(family.CATALOG_APIS) <= covered
 
 
+def test_max_ops_draws_only_short_modules_and_none_keeps_the_draw():
+  short = generator.generate_modules(12, 7, kinds=("elementwise", "reduction", "softmax"),
+                                     max_ops=1)
+  assert len(short) == 12 and all(generator.num_ops(spec) == 1 for _, _, spec in short)
+  assert {spec.kind for _, _, spec in short} == {"elementwise", "reduction", "softmax"}
+  two = generator.generate_modules(8, 7, max_ops=2)
+  assert max(generator.num_ops(spec) for _, _, spec in two) == 2
+  assert generator.generate_modules(6, 7, max_ops=None) == generator.generate_modules(6, 7)
+  with pytest.raises(ValueError, match="max_ops"):
+    generator.generate_modules(2, 7, max_ops=0)
+  # Both one-operation matmul structures fall in the held-out split: none to draw for train.
+  with pytest.raises(RuntimeError, match="at most 1 operations"):
+    generator.generate_modules(1, 7, kinds=("matmul",), max_ops=1)
+
+
 def test_heldout_structures_never_appear_in_train():
   train = generator.generate_modules(300, seed=0, split="train")
   heldout = generator.generate_modules(100, seed=0, split="heldout")

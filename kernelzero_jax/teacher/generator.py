@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Optional
 
 from kernelzero_jax.teacher import family
 from kernelzero_jax.teacher.family import Input, ModuleSpec, Op, Operand, Param
@@ -267,15 +268,23 @@ def _sample_matmul(rng: random.Random, size: str, length: int) -> ModuleSpec:
                     init_values=(n,) if params else ())
 
 
+def num_ops(spec: ModuleSpec) -> int:
+  """The operations a module chains: its ops and its core (reduction, softmax or matmul)."""
+  return len(spec.ops) + (1 if spec.core else 0)
+
+
 def generate_modules(n: int, seed: int, split: str = "train", size: str = "small",
-                     kinds: tuple[str, ...] = family.KINDS
+                     kinds: tuple[str, ...] = family.KINDS, max_ops: Optional[int] = None
                      ) -> list[tuple[str, str, ModuleSpec]]:
   """`n` distinct modules of one split as (name, source, spec), the same for the same arguments.
 
-  Kinds take turns (so every kind is covered evenly); a spec of the other split is drawn again.
+  Kinds take turns (so every kind is covered evenly); a spec of the other split, or with more
+  than `max_ops` operations (num_ops; None: any number), is drawn again.
   """
   if split not in family.SPLITS:
     raise ValueError(f"split must be one of {family.SPLITS}, got {split!r}")
+  if max_ops is not None and max_ops < 1:
+    raise ValueError(f"max_ops must be >= 1 (every module has an operation), got {max_ops}")
   rng = random.Random(f"kernelzero-teacher-{seed}")
   out: list[tuple[str, str, ModuleSpec]] = []
   seen: set[ModuleSpec] = set()
@@ -283,10 +292,12 @@ def generate_modules(n: int, seed: int, split: str = "train", size: str = "small
   while len(out) < n:
     attempts += 1
     if attempts > 1000 * (n + 10):
-      raise RuntimeError(f"could not draw {n} distinct {split} modules of kinds {kinds}")
+      raise RuntimeError(f"could not draw {n} distinct {split} modules of kinds {kinds}"
+                         + (f" with at most {max_ops} operations" if max_ops else ""))
     kind = kinds[len(out) % len(kinds)]
     spec = sample_spec(rng, kind, size)
-    if spec.split() != split or spec in seen:
+    if spec.split() != split or spec in seen or (max_ops is not None
+                                                 and num_ops(spec) > max_ops):
       continue
     seen.add(spec)
     out.append((f"{split}_{len(out):05d}_{spec.kind}", render_module(spec), spec))
