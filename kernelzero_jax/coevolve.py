@@ -45,10 +45,10 @@ from kernelzero_jax.proposer.api_sets import (ApiSetSampler, Cooccurrence, mine_
 from kernelzero_jax.proposer.environment import ProposalSettings, ProposerEnvironment
 from kernelzero_jax.proposer.frontier import FrontierConfig, ModulePool, normalized_source_hash
 from kernelzero_jax.rl.checkpointing import Checkpointer
-from kernelzero_jax.teacher.family import KINDS
 from kernelzero_jax.rl.learner import Completion, Learner, LearnerConfig, Prompt
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.tasks.kernelbench import TaskError
+from kernelzero_jax.teacher.family import KINDS
 
 PHASES = ("proposer", "coder")
 
@@ -212,8 +212,9 @@ def seed_modules(config: CoevolveConfig) -> list[str]:
   """The pool's first modules: `seed_modules` (files or directories; default the package's
   example references) and `seed_teacher_modules` small train-split modules of the teacher's
   family (what a warm-started Coder was trained on), of `seed_teacher_kinds` and at most
-  `seed_teacher_max_ops` operations when set, so that a weak Coder solves some of them. A file that does not load is skipped with
-  a warning; none at all is a config error (the Coder's first phase would have nothing)."""
+  `seed_teacher_max_ops` operations when set, so that a weak Coder solves some of them. A file
+  that does not load is skipped with a warning; none at all, or teacher modules that cannot be
+  drawn, is a config error (the Coder's first phase would have nothing)."""
   paths = config.seed_modules or DEFAULT_MODULES
   try:
     tasks, problems = load_modules(paths)
@@ -225,9 +226,12 @@ def seed_modules(config: CoevolveConfig) -> list[str]:
   if config.seed_teacher_modules:
     # pylint: disable-next=import-outside-toplevel
     from kernelzero_jax.teacher.generator import generate_modules
-    sources += [src for _, src, _ in generate_modules(
-        config.seed_teacher_modules, seed=config.seed + 1_000, split="train", size="small",
-        kinds=tuple(config.seed_teacher_kinds), max_ops=config.seed_teacher_max_ops or None)]
+    try:
+      sources += [src for _, src, _ in generate_modules(
+          config.seed_teacher_modules, seed=config.seed + 1_000, split="train", size="small",
+          kinds=tuple(config.seed_teacher_kinds), max_ops=config.seed_teacher_max_ops or None)]
+    except RuntimeError as e:  # no such modules in the train split
+      raise configs.ConfigError(f"seed_teacher_*: {e}") from e
   if not sources:
     raise configs.ConfigError(f"no usable seed module in {list(paths)}: {problems}")
   return sources

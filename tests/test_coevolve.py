@@ -205,6 +205,9 @@ def test_the_seed_pool_holds_the_examples_and_teacher_modules():
   from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
   assert short[2:] == [src for _, src, _ in generator.generate_modules(
       3, seed=1_000, kinds=("reduction", "softmax"), max_ops=1)]
+  with pytest.raises(configs.ConfigError, match="at most 1 operations"):
+    coevolve.seed_modules(CoevolveConfig(seed_teacher_modules=1, seed_teacher_max_ops=1,
+                                         seed_teacher_kinds=("matmul",)))
   with pytest.raises(ValueError, match="seed_teacher_kinds"):
     CoevolveConfig(seed_teacher_kinds=("conv",))
   with pytest.raises(ValueError, match="seed_teacher_max_ops"):
