@@ -17,6 +17,7 @@ from absl import app
 from absl import flags
 
 from kernelzero_jax.evaluation.compare import compare, read_eval
+from kernelzero_jax.teacher.generator import kind_of
 
 _BEFORE = flags.DEFINE_string("before", None, "The first evaluation (directory or .jsonl).")
 _AFTER = flags.DEFINE_string("after", None, "The second evaluation (directory or .jsonl).")
@@ -35,8 +36,6 @@ def _line(name, c):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  # pylint: disable-next=import-outside-toplevel
-  from kernelzero_jax.warm_start import kind_of
   try:
     result = compare(read_eval(_BEFORE.value), read_eval(_AFTER.value),
                      group_of=kind_of if _BY_KIND.value else None)

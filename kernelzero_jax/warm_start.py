@@ -53,6 +53,7 @@ from kernelzero_jax.rl.learner import LearnerConfig
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sft.trainer import SFTConfig
 from kernelzero_jax.teacher.family import KINDS
+from kernelzero_jax.teacher.generator import kind_of
 
 SUMMARY_FILE = "summary.json"
 # Every stage, in the order run() runs them (probe_* and unseen_* only when configured).
@@ -319,12 +320,6 @@ def evaluate_heldout(config: WarmStartConfig, paths: dict[str, str], policy_work
           "num_samples": every["num_samples"], "pass_at_k": every["pass_at_k"],
           "status_counts": every["status"]["counts"],
           "by_kind": _correct_by_kind(out_dir)}
-
-
-def kind_of(problem: str) -> str:
-  """The module kind in a problem's name (every problem file the warm start writes ends in
-  _<kind>.py); another name gives its last _-separated part."""
-  return problem.rsplit("_", 1)[-1]
 
 
 def _correct_by_kind(eval_dir: str) -> dict[str, dict[str, Any]]:

@@ -75,8 +75,8 @@ def correct_per_problem(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, tupl
 def compare(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]],
             group_of=None) -> dict[str, Any]:
   """Correct samples before and after over the problems both evaluated, the problems that went
-  up, down or stayed, the sign test's and the CMH test's p-values, and the same per group (`group_of(problem)`,
-  e.g. the module kind; None: no groups)."""
+  up, down or stayed, the sign test's and the CMH test's p-values, and the same per group
+  (`group_of(problem)`, e.g. the module kind; None: no groups)."""
   old, new = correct_per_problem(before), correct_per_problem(after)
   shared = sorted(set(old) & set(new))
 

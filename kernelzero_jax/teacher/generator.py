@@ -273,6 +273,13 @@ def num_ops(spec: ModuleSpec) -> int:
   return len(spec.ops) + (1 if spec.core else 0)
 
 
+def kind_of(name: str) -> str:
+  """The module kind at the end of a generated module's name ({split}_{index}_{kind}, as
+  generate_modules names them; the warm start's problem files keep that ending); another name
+  gives its last _-separated part."""
+  return name.rsplit("_", 1)[-1]
+
+
 def generate_modules(n: int, seed: int, split: str = "train", size: str = "small",
                      kinds: tuple[str, ...] = family.KINDS, max_ops: Optional[int] = None
                      ) -> list[tuple[str, str, ModuleSpec]]:
