@@ -6,8 +6,9 @@ resumes where it stopped (SFT and RL also resume mid-stage from their checkpoint
   data/        teacher pairs, sandbox-checked (teacher.make_pairs): train.jsonl from the train
                split, heldout.jsonl from the held-out split (op structures never trained on),
                their reports, every verdict as it came ({split}_verdicts.jsonl: a killed data
-               stage resumes from it), heldout_problems/level1/*.py (the held-out modules whose teacher
-               kernel is correct and whose reference is not degenerate, in KernelBench layout)
+               stage resumes from it), heldout_problems/level1/*.py (the held-out modules whose
+               teacher kernel is correct and whose reference is not degenerate, in KernelBench
+               layout)
                and rl_modules/*.py (fresh train-split modules for the RL stage)
   tokenizer/   a byte-level BPE trained on the train pairs' text (at most `vocab_size` tokens)
   sft/         SFT of `policy` (random init) on train.jsonl, held-out loss on heldout.jsonl
@@ -66,6 +67,10 @@ class WarmStartConfig:
   seed: int = 0                  # module draws; SFT and RL have their own seeds below
   backend: str = "triton"
   size: str = "small"            # module sizes (teacher.generator.SIZES); small: CPU friendly
+  # At most this many operations per module (teacher.generator.num_ops), in every split and
+  # draw; None: chains of any length. Short chains make short kernels, which a tiny policy
+  # learns in minutes on a CPU.
+  max_ops: Optional[int] = None
   num_train_modules: int = 400
   num_heldout_modules: int = 64
   num_rl_modules: int = 64
@@ -102,6 +107,8 @@ class WarmStartConfig:
                        "tokenizer: leave policy.model_dir and policy.tokenizer_dir unset")
     if min(self.num_train_modules, self.num_heldout_modules, self.eval_samples) < 1:
       raise ValueError("num_train_modules, num_heldout_modules and eval_samples must be >= 1")
+    if self.max_ops is not None and self.max_ops < 1:
+      raise ValueError(f"max_ops must be >= 1 or None, got {self.max_ops}")
     if self.num_unseen_modules < 0:
       raise ValueError(f"num_unseen_modules must be >= 0, got {self.num_unseen_modules}")
     if self.stop_after and self.stop_after not in STAGES:
@@ -119,8 +126,8 @@ class WarmStartConfig:
 # The fields that decide data/ and tokenizer/ (what data_from must agree on). Not
 # num_rl_modules: the RL modules are only drawn (no teacher, no sandbox), and the same seed draws
 # the same first modules, so make_data draws them again when another number is asked for.
-DATA_FIELDS = ("seed", "backend", "size", "num_train_modules", "num_heldout_modules",
-               "prompt_style", "comments", "vocab_size")
+DATA_FIELDS = ("seed", "backend", "size", "max_ops", "num_train_modules",
+               "num_heldout_modules", "prompt_style", "comments", "vocab_size")
 
 
 def reuse_data(config: WarmStartConfig, workdir: str) -> None:
@@ -172,10 +179,18 @@ def _read_json(path: str) -> Optional[Any]:
     return json.load(f)
 
 
+def draw_modules(config: WarmStartConfig, num: int, seed: int, split: str = "train"
+                 ) -> list[tuple[str, str, Any]]:
+  """`num` modules of `split` as (name, source, spec), drawn with `seed` at the config's size
+  and operation bound: every draw of the warm start (train, held-out, RL, unseen) goes here."""
+  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
+  return generator.generate_modules(num, seed, split=split, size=config.size,
+                                    max_ops=config.max_ops)
+
+
 def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> dict[str, Any]:
   """The data stage; returns {split: report} (each written as data/{split}_report.json)."""
   # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.teacher import generator
   from kernelzero_jax.teacher.pairs import make_pairs, write_jsonl
   os.makedirs(data_dir, exist_ok=True)
   reports = {}
@@ -185,7 +200,7 @@ def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> 
     report_path = os.path.join(data_dir, f"{split}_report.json")
     report = _read_json(report_path)
     if report is None:
-      modules = generator.generate_modules(num, seed, split=split, size=config.size)
+      modules = draw_modules(config, num, seed, split)
       pairs, report = make_pairs(modules, config.backend, config.sandbox,
                                  max_parallel=config.max_parallel or None,
                                  prompt_style=config.prompt_style, comments=config.comments,
@@ -208,8 +223,7 @@ def make_data(config: WarmStartConfig, data_dir: str, progress: bool = True) -> 
   rl_dir = os.path.join(data_dir, "rl_modules")
   have = len(os.listdir(rl_dir)) if os.path.isdir(rl_dir) else 0
   if config.num_rl_modules and have != config.num_rl_modules:  # none yet, or data_from's number
-    modules = generator.generate_modules(config.num_rl_modules, config.seed + 2, split="train",
-                                         size=config.size)
+    modules = draw_modules(config, config.num_rl_modules, config.seed + 2)
     _replace_with_sources(rl_dir, [(f"{name}.py", source) for name, source, _ in modules])
   return reports
 
@@ -279,12 +293,11 @@ def write_unseen_problems(config: WarmStartConfig, data_dir: str) -> str:
   """data/unseen_problems/level1/*.py: `num_unseen_modules` train-split modules drawn with
   seed + 3, none of which is among the train modules (seed) or the RL modules (seed + 2), in
   KernelBench layout; returns the directory (drawn again when another number is asked for)."""
-  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
   out = os.path.join(data_dir, "unseen_problems")
   level = os.path.join(out, "level1")
   if os.path.isdir(level) and len(os.listdir(level)) == config.num_unseen_modules:
     return out
-  draw = lambda n, seed: generator.generate_modules(n, seed, split="train", size=config.size)
+  draw = lambda n, seed: draw_modules(config, n, seed)
   trained = {spec for _, _, spec in draw(config.num_train_modules, config.seed)}
   trained |= {spec for _, _, spec in draw(config.num_rl_modules, config.seed + 2)}
   wanted, num = config.num_unseen_modules, config.num_unseen_modules

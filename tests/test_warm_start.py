@@ -99,7 +99,7 @@ def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name, train_mod
   """The GPU recipes run with --config.data_from=<a tiny run's workdir> (made with
   --config.num_train_modules=N where the recipe needs N): their other data fields must stay the
   tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
-  tiny = importlib.import_module("experiments.configs.warm_start_tiny").get_config()
+  tiny = importlib.import_module("experiments.configs.warm_start_tiny_long").get_config()
   if train_modules is not None:
     tiny.num_train_modules = train_modules
   gpu = importlib.import_module(f"experiments.configs.{name}")
@@ -111,6 +111,38 @@ def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name, train_mod
   learner = config.learner
   assert learner.optimizer.total_steps >= (learner.num_steps * learner.updates_per_batch
                                            * learner.epochs_per_batch)
+
+
+def test_max_ops_bounds_every_draw_of_the_warm_start(tmp_path):
+  """Train, held-out, RL and unseen modules all keep to max_ops; None keeps the usual draw."""
+  with pytest.raises(ValueError, match="max_ops"):
+    warm_start.WarmStartConfig(max_ops=0)
+  config = warm_start.WarmStartConfig(max_ops=2, num_train_modules=40, num_rl_modules=20,
+                                      num_unseen_modules=12)
+  for split, seed in (("train", 0), ("heldout", 1), ("train", 2)):
+    drawn = warm_start.draw_modules(config, 40, seed, split)
+    assert len(drawn) == 40 and {spec.split() for _, _, spec in drawn} == {split}
+    assert max(generator.num_ops(spec) for _, _, spec in drawn) == 2
+    assert {spec.kind for _, _, spec in drawn} == set(generator.family.KINDS)
+  unbounded = warm_start.WarmStartConfig()
+  assert ([m[1] for m in warm_start.draw_modules(unbounded, 30, 0)]
+          == [m[1] for m in generator.generate_modules(30, 0, split="train")])
+  assert max(generator.num_ops(m[2]) for m in warm_start.draw_modules(unbounded, 30, 0)) > 2
+  level = os.path.join(warm_start.write_unseen_problems(config, str(tmp_path)), "level1")
+  short = {source for _, source, _ in generator.generate_modules(200, 3, split="train",
+                                                                 max_ops=2)}
+  unseen = [open(os.path.join(level, f)).read() for f in os.listdir(level)]
+  assert len(unseen) == 12 and set(unseen) <= short
+
+
+def test_data_from_refuses_data_of_another_operation_bound(tmp_path):
+  source = tmp_path / "source"
+  source.mkdir()
+  (source / "config.json").write_text(json.dumps(dataclasses.asdict(
+      warm_start.WarmStartConfig(max_ops=2))))
+  (source / "summary.json").write_text(json.dumps({"data": {}, "tokenizer": {}}))
+  with pytest.raises(configs.ConfigError, match="max_ops"):
+    warm_start.reuse_data(warm_start.WarmStartConfig(data_from=str(source)), str(tmp_path))
 
 
 def test_unseen_modules_have_trained_op_structures_and_were_never_trained_on(tmp_path,
@@ -272,9 +304,9 @@ def test_warm_start_cli_runs_the_tiny_config_overridden_to_toy_size(tmp_path):
   args = [sys.executable, "-m", "experiments.warm_start",
           "--config=experiments/configs/warm_start_tiny.py", f"--workdir={workdir}",
           "--config.num_train_modules=2", "--config.num_heldout_modules=2",
-          "--config.num_rl_modules=0", "--config.sft.num_steps=1",
-          "--config.sft.checkpoint_every=1", "--config.eval_max_new_tokens=4",
-          "--config.learner.num_steps=0"]
+          "--config.num_rl_modules=0", "--config.num_unseen_modules=0",
+          "--config.sft.num_steps=1", "--config.sft.checkpoint_every=1",
+          "--config.eval_max_new_tokens=4", "--config.learner.num_steps=0"]
   proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   summary = json.loads(proc.stdout[proc.stdout.index("{"):])
