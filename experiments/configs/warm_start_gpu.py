@@ -1,10 +1,10 @@
 r"""The Coder's warm start, larger recipe for one GPU: PRESETS["coder-small"] (25M parameters).
 
     python -m experiments.warm_start --config=experiments/configs/warm_start_gpu.py \
-        --workdir=/tmp/warm_start_gpu [--config.data_from=/tmp/warm_start_tiny]
+        --workdir=/tmp/warm_start_gpu [--config.data_from=/tmp/warm_start_tiny_long]
 
-warm_start_tiny.py with a larger policy, bf16 and the GPU sandbox. The data fields are the tiny
-recipe's (this file starts from its config), so --config.data_from can reuse the tiny run's
+warm_start_tiny_long.py with a larger policy, bf16 and the GPU sandbox. The data fields are that
+recipe's (this file starts from its config), so --config.data_from can reuse its run's
 sandbox-checked pairs and tokenizer; without it the data stage runs here (Triton compiled on the
 GPU). SFT for 600 steps of 16 packed rows (about 10 epochs of the 2000 modules' pairs); held-out
 pass@1 over 4 samples per problem at temperature 0.7; CA-GRPO for 12 steps (8 modules x 8
@@ -15,8 +15,8 @@ probe_rl/): whether RL improves what it trains on, whatever it does to held-out 
 64 modules of trained op structures that neither SFT nor RL saw (unseen_sft/, unseen_rl/,
 added after the runs below): whether that carries over to new modules of known op chains.
 
-Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from the tiny recipe's
-2000-module data; BENCHMARKS.md), this config:
+Measured on one H200 (2026-11-30, benchmarks/warm_start_gpu.sh with data_from
+warm_start_tiny_long.py's 2000-module data; BENCHMARKS.md), this config:
   SFT       63 s to held-out loss 0.015
   held-out  58 / 232 correct after SFT (pass@1 25.0%); 179 s with 8 judges at once
   RL        12 steps at lr 1e-5, tokens scored at the rollout temperature: 13-59 s per step;
@@ -35,11 +35,11 @@ The same with the sandbox on the CPU cores and 30 RL steps at lr 2e-5 is warm_st
 unseen modules 22 -> 42 of 256, held-out not raised.
 """
 
-from experiments.configs import warm_start_tiny
+from experiments.configs import warm_start_tiny_long
 
 
 def get_config():
-  config = warm_start_tiny.get_config()
+  config = warm_start_tiny_long.get_config()
   config.policy.preset = "coder-small"
   config.sft.update(num_steps=600, batch_size=16, compute_dtype="bfloat16", eval_every=50,
                     checkpoint_every=200)

@@ -4,7 +4,7 @@ op chains once SFT has seen more chains.
 The data, once, on a CPU (the Triton interpreter; about 50 min on 2 cores), stopping after the
 tokenizer:
 
-    python -m experiments.warm_start --config=experiments/configs/warm_start_tiny.py \
+    python -m experiments.warm_start --config=experiments/configs/warm_start_tiny_long.py \
         --workdir=/tmp/warm_start_6k_data --config.num_train_modules=6000 \
         --config.stop_after=tokenizer
 

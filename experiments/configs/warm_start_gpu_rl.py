@@ -1,10 +1,10 @@
 r"""The GPU warm start whose CA-GRPO raises the pass rate on modules it never trained on.
 
     python -m experiments.warm_start --config=experiments/configs/warm_start_gpu_rl.py \
-        --workdir=/tmp/warm_start_gpu_rl --config.data_from=/tmp/warm_start_tiny
+        --workdir=/tmp/warm_start_gpu_rl --config.data_from=/tmp/warm_start_tiny_long
 
-warm_start_gpu.py (PRESETS["coder-small"], 25M parameters, the tiny recipe's 2000-module data)
-with what the RL stage needs from it:
+warm_start_gpu.py (PRESETS["coder-small"], 25M parameters, warm_start_tiny_long.py's
+2000-module data) with what the RL stage needs from it:
   - SFT for 300 steps instead of 600, and every evaluation at temperature 1.0, the temperature
     RL samples at: there the SFT'd policy solves problems some of the time, not 0 or 4 times in
     4, so groups do not all tie;

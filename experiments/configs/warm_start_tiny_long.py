@@ -1,7 +1,12 @@
-r"""The tiny warm start of the Coder, from nothing, on a CPU (Triton interpreter).
+r"""The tiny warm start on chains of any length: 2000 modules, about 40 min on a CPU.
 
-    python -m experiments.warm_start --config=experiments/configs/warm_start_tiny.py \
-        --workdir=/tmp/warm_start_tiny
+    python -m experiments.warm_start --config=experiments/configs/warm_start_tiny_long.py \
+        --workdir=/tmp/warm_start_tiny_long
+
+Named warm_start_tiny.py until 2026-12-01, when the few-minute recipe on short chains took that
+name. Its data (with --config.num_train_modules=6000 for warm_start_gpu_6k.py, and
+--config.stop_after=tokenizer) is what the GPU recipes reuse through --config.data_from, and its
+SFT checkpoint was the main job's first Coder warm start.
 
 Stages (kernelzero_jax/warm_start.py): 2000 train-split and 64 held-out-split modules of the
 teacher's family (small sizes), the teacher's comment-free Triton kernels for them checked by the
