@@ -219,6 +219,6 @@ def test_the_default_coder_is_the_shipped_warm_start():
   from kernelzero_jax.policy import load_policy  # pylint: disable=import-outside-toplevel
   config = configs.from_mapping(CoevolveConfig, coevolve_tiny.get_config())
   model, tokenizer = load_policy(config.coder_policy)
-  assert model.config.hidden_size == 128 and len(tokenizer) == 1032
+  assert model.config.hidden_size == 128 and len(tokenizer) == 1028
   assert config.prompt_style == "compact" and config.seed_teacher_modules == 8
   assert config.seed_teacher_max_ops == 1 and "matmul" not in config.seed_teacher_kinds
