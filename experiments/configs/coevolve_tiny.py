@@ -19,7 +19,7 @@ Two rounds of a 2-step Proposer phase and a 2-step Coder phase.
 What it should produce: every stage runs (API-set prompts, sampling, proposal reading and
 validation, CA-GRPO on pool modules, both updates, a checkpoint per step with both policies and
 the pool), then one line that says what each policy achieved. Measured on 2 CPU cores
-(2026-12-01, the warm start made by warm_start_tiny.py): 128 s. The random Proposer wrote no
+(2026-12-01, the warm start made by warm_start_tiny.py): 118 s. The random Proposer wrote no
 module (32 of 32 proposals no_module, reward -0.5). The warm-started Coder wrote 11 correct
 kernels in 64 samples (4 of 32 and 7 of 32 in the two Coder phases); 2 of the pool's 10 modules
 are at its frontier, 25-50% of the groups untie in 3 of its 4 steps and those updates move the
