@@ -26,25 +26,17 @@ This recipe does not yet produce a policy that passes held-out modules; the larg
 (warm_start_gpu.py) on the same data reaches 23% pass@1.
 """
 
-from kernelzero_jax import configs
-from kernelzero_jax.warm_start import WarmStartConfig
+from experiments.configs import warm_start_tiny
 
 
 def get_config():
-  return configs.config_dict(
-      WarmStartConfig,
-      seed=0,
-      num_train_modules=2000, num_heldout_modules=64, num_rl_modules=64,
-      policy=dict(preset="coder-tiny", init_seed=0),
-      sft=dict(seed=0, num_steps=400, batch_size=8, seq_len=1152, compute_dtype="float32",
-               eval_every=50, checkpoint_every=50,
-               optimizer=dict(learning_rate=3e-3, warmup_steps=10, total_steps=400,
-                              schedule="cosine", weight_decay=0.01)),
-      eval_samples=1, eval_temperature=0.0, eval_max_new_tokens=1024,
-      learner=dict(
-          seed=0, num_steps=10, num_micro_batches=8,
-          rollout=dict(prompts_per_step=8, group_size=8, max_new_tokens=1024, temperature=1.0),
-          optimizer=dict(learning_rate=1e-4, warmup_steps=0, total_steps=10),
-          compute_dtype="float32", sample_dtype="float32"),
-      sandbox=dict(device="cpu", timing=False, num_correct_trials=2),
-      max_parallel=2)
+  """warm_start_tiny.py's recipe on chains of any length, with the SFT and RL it was run with."""
+  config = warm_start_tiny.get_config()
+  config.max_ops = None
+  config.update(num_train_modules=2000, num_unseen_modules=0, max_parallel=2)
+  config.sft.update(num_steps=400, batch_size=8, seq_len=1152, eval_every=50, checkpoint_every=50)
+  config.sft.optimizer.total_steps = 400
+  config.learner.num_steps = 10
+  config.learner.rollout.temperature = 1.0
+  config.learner.optimizer.total_steps = 10
+  return config
