@@ -96,9 +96,9 @@ def test_warm_start_config_rejects_bad_input():
                                                   ("warm_start_gpu_rl", None),
                                                   ("warm_start_gpu_6k", 6000)])
 def test_gpu_configs_resolve_and_can_reuse_the_tiny_recipes_data(name, train_modules):
-  """The GPU recipes run with --config.data_from=<a tiny run's workdir> (made with
-  --config.num_train_modules=N where the recipe needs N): their other data fields must stay the
-  tiny config's, or reuse_data refuses the data (and the GPU run would remake it)."""
+  """The GPU recipes run with --config.data_from=<a warm_start_tiny_long.py run's workdir> (made
+  with --config.num_train_modules=N where the recipe needs N): their other data fields must stay
+  that config's, or reuse_data refuses the data (and the GPU run would remake it)."""
   tiny = importlib.import_module("experiments.configs.warm_start_tiny_long").get_config()
   if train_modules is not None:
     tiny.num_train_modules = train_modules

@@ -3,7 +3,7 @@ r"""The tiny warm start of the Coder, from nothing, on a CPU (Triton interpreter
     python -m experiments.warm_start --config=experiments/configs/warm_start_tiny.py \
         --workdir=/tmp/warm_start_tiny
 
-Stages (kernelzero_jax/warm_start.py): 400 train-split and 64 held-out-split modules of the
+Stages (kernelzero_jax/warm_start.py): 600 train-split and 64 held-out-split modules of the
 teacher's family with at most two operations each (small sizes), the teacher's comment-free
 Triton kernels for them checked by the sandbox; a byte-level BPE trained on the train pairs; SFT
 of PRESETS["coder-tiny"] from random weights (seed 0) on compact prompts, 2 packed rows a step;
