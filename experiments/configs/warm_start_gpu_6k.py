@@ -31,7 +31,7 @@ Changes from warm_start_gpu_rl.py:
 
 Measured on one H200 with 16 CPU cores (2026-12-01, data made on 2 CPU cores in about 50 min;
 benchmarks/warm_start_gpu.sh; BENCHMARKS.md, "6000 teacher modules: RL raises the held-out pass
-rate"):
+rate, by 1-3 points in two runs"):
   SFT        72 s to held-out loss 0.013
   held-out   105 -> 117 of 464 after 20 RL steps (599 s of sampling, judging and training);
              sampled again with seeds 1 and 2: 95 -> 111 and 102 -> 115; over the three,
@@ -39,6 +39,9 @@ rate"):
              58 problems; reduction 135 -> 170, softmax 63 -> 81, elementwise 104 -> 92,
              matmul 0 -> 0)
   unseen     137 -> 151 of 512 (CMH p = 0.15)
+A second run (--config.sft.seed=1 --config.num_unseen_modules=0, 2026-12-01): SFT 70 s to
+held-out loss 0.011; held-out 102 -> 108 of 464 (22.0% -> 23.3%, CMH p = 0.50; reduction and
+softmax up, elementwise down, matmul 0, as above). Expect a gain of 1-3 points, not a fixed one.
 SFT is not bit-reproducible on the GPU, so another run starts from another checkpoint.
 """
 
