@@ -53,6 +53,7 @@ from kernelzero_jax.policy import PolicyConfig
 from kernelzero_jax.rl.learner import LearnerConfig
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sft.trainer import SFTConfig
+from kernelzero_jax.teacher import generator
 from kernelzero_jax.teacher.family import KINDS
 from kernelzero_jax.teacher.generator import kind_of
 
@@ -183,7 +184,6 @@ def draw_modules(config: WarmStartConfig, num: int, seed: int, split: str = "tra
                  ) -> list[tuple[str, str, Any]]:
   """`num` modules of `split` as (name, source, spec), drawn with `seed` at the config's size
   and operation bound: every draw of the warm start (train, held-out, RL, unseen) goes here."""
-  from kernelzero_jax.teacher import generator  # pylint: disable=import-outside-toplevel
   return generator.generate_modules(num, seed, split=split, size=config.size,
                                     max_ops=config.max_ops)
 

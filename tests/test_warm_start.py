@@ -124,10 +124,9 @@ def test_max_ops_bounds_every_draw_of_the_warm_start(tmp_path):
     assert len(drawn) == 40 and {spec.split() for _, _, spec in drawn} == {split}
     assert max(generator.num_ops(spec) for _, _, spec in drawn) == 2
     assert {spec.kind for _, _, spec in drawn} == set(generator.family.KINDS)
-  unbounded = warm_start.WarmStartConfig()
-  assert ([m[1] for m in warm_start.draw_modules(unbounded, 30, 0)]
-          == [m[1] for m in generator.generate_modules(30, 0, split="train")])
-  assert max(generator.num_ops(m[2]) for m in warm_start.draw_modules(unbounded, 30, 0)) > 2
+  unbounded = warm_start.draw_modules(warm_start.WarmStartConfig(), 30, 0)
+  assert [m[1] for m in unbounded] == [m[1] for m in generator.generate_modules(30, 0)]
+  assert max(generator.num_ops(spec) for _, _, spec in unbounded) > 2
   level = os.path.join(warm_start.write_unseen_problems(config, str(tmp_path)), "level1")
   short = {source for _, source, _ in generator.generate_modules(200, 3, split="train",
                                                                  max_ops=2)}
