@@ -16,12 +16,16 @@ directory once per mode, one build at a time:
          (sandbox/lite_build.py), falling back to fast: the sandbox's build
          (SandboxConfig.lite_cuda_header; `lite` until the lite main.cpp came);
   lite   lite_cu, and main.cpp against kz_torch_lite_bind.h (pybind11 and the lite header)
-         instead of the PCH (SandboxConfig.lite_main_cpp).
+         instead of the PCH (SandboxConfig.lite_main_cpp);
+  lite_pch  lite, with the binding header precompiled (built with the PCH, once per machine):
+         the sandbox's build (SandboxConfig.lite_bind_pch).
 Two more modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
 they also run on a machine without CUDA, with a CPU precompiled header there):
   main_pch   main.cpp as load_inline writes it, with the precompiled torch/extension.h (what
              fast and lite_cu compile);
   main_lite  main.cpp as a lite build writes it, against kz_torch_lite_bind.h (what lite
+             compiles);
+  main_lite_pch  the same main.cpp with the precompiled binding header (what lite_pch
              compiles).
 Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
@@ -42,14 +46,16 @@ from absl import flags
 
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
-_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite"],
-                          "Build modes to time.")
+_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
+                                     "lite_pch"], "Build modes to time.")
 # mode: (the precompiled header, only the named operators' headers, the lite .cu header, the
-# lite main.cpp)
-_FAST_MODES = {"light": (False, False, False, False), "ops": (False, True, False, False),
-               "pch": (True, False, False, False), "fast": (True, True, False, False),
-               "lite_cu": (True, True, True, False), "lite": (True, True, True, True)}
-_MAIN_MODES = ("main_pch", "main_lite")
+# lite main.cpp, its binding header precompiled)
+_FAST_MODES = {"light": (False, False, False, False, False),
+               "ops": (False, True, False, False, False),
+               "pch": (True, False, False, False, False), "fast": (True, True, False, False, False),
+               "lite_cu": (True, True, True, False, False), "lite": (True, True, True, True, False),
+               "lite_pch": (True, True, True, True, True)}
+_MAIN_MODES = ("main_pch", "main_lite", "main_lite_pch")
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -107,10 +113,13 @@ def written_main_cpp(call: dict, lite: bool) -> str | None:
   return written[0] if written else None
 
 
-def compile_main_cpp(source: str, header: str, lite: bool) -> tuple[bool, str | None]:
+def compile_main_cpp(source: str, header: str, lite: bool,
+                     bind: bool = False) -> tuple[bool, str | None]:
   """Compiles `source` (a main.cpp) to an object with the flags the PCH `header` was built with,
-  and the PCH itself or the lite headers."""
+  and the PCH itself or the lite headers (`bind`: the bind directory's first, with its
+  precompiled binding header)."""
   import subprocess  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
   with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
     meta = json.load(f)
@@ -119,6 +128,8 @@ def compile_main_cpp(source: str, header: str, lite: bool) -> tuple[bool, str | 
   with open(path, "w", encoding="utf-8") as f:
     f.write(source)
   extra = ["-I", lite_build.LITE_DIR] if lite else ["-include", header]
+  if bind:
+    extra = ["-I", fast_build.bind_dir_of(header), *extra]
   proc = subprocess.run([meta["cxx"], "-c", *extra, *meta["cflags"],
                          "-DTORCH_EXTENSION_NAME=kz_main", path, "-o", path + ".o"],
                         capture_output=True, text=True, check=False)
@@ -144,27 +155,29 @@ def main(argv):
     header = fast_build.ensure_pch(fast_build.default_cache_dir(),
                                    with_cuda=torch.cuda.is_available())
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
-    if any(_FAST_MODES.get(mode, (False,) * 3)[2] for mode in _MODES.value):
+    if any(_FAST_MODES.get(mode, (False,) * 5)[2] for mode in _MODES.value):
       fast_build.require_lite(header)
+    if any(mode in ("lite_pch", "main_lite_pch") for mode in _MODES.value):
+      fast_build.require_bind(header)
   rows = []
   for path in files:
     for i, call in enumerate(captured_calls(path)):
       for mode in _MODES.value:
         log = []
         if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
-          lite = mode == "main_lite"
+          lite, bind = mode != "main_pch", mode == "main_lite_pch"
           source = written_main_cpp(call, lite=lite)
-          attempt = (lambda: compile_main_cpp(source, header, lite=lite)) if source else (
+          attempt = (lambda: compile_main_cpp(source, header, lite=lite, bind=bind)) if source else (
               lambda: (False, "a lite build would not write main.cpp for this call"))
         else:
           if mode == "plain":
             build = load_inline
           else:
-            pch, op_headers, lite, lite_main = _FAST_MODES[mode]
+            pch, op_headers, lite, lite_main, bind = _FAST_MODES[mode]
             build = fast_build.fast_load_inline(
                 load_inline, header if pch else None, log.append, op_headers=op_headers,
                 lite_object=fast_build.lite_object_of(header) if lite else None,
-                lite_main=lite_main)
+                lite_main=lite_main, bind_dir=fast_build.bind_dir_of(header) if bind else None)
           args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                       build_directory=tempfile.mkdtemp(prefix="kz_build_"))
           attempt = lambda: _built(build, args)  # pylint: disable=cell-var-from-loop

@@ -7,7 +7,8 @@ A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]: judges forked from the warm
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
-kz_torch_lite_bind.h too (`lite_main`), or as `load_inline` builds them (`plain`); the
+kz_torch_lite_bind.h too (`lite_main`), with that binding header precompiled (`lite_pch`, the
+default), or as `load_inline` builds them (`plain`); the
 reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`); with `gpuN`, N judges checking correctness on the GPU at once (timing always has it
@@ -55,7 +56,8 @@ _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Ca
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
                            "LAUNCHER:BUILD[:REFERENCE][:gpuN] paths to compare (launchers: "
-                           "zygote, subprocess; builds: fast, lite, lite_main, plain; "
+                           "zygote, subprocess; builds: fast, lite, lite_main, lite_pch, "
+                           "plain; "
                            "references: reuse (default), measure; gpuN: N judges check on the "
                            "GPU at once, default --gpu_concurrency).")
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
@@ -123,7 +125,7 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
   return jobs, meta
 
 
-LITE_LEVELS = {"fast": 0, "plain": 0, "lite": 1, "lite_main": 2}
+LITE_LEVELS = {"fast": 0, "plain": 0, "lite": 1, "lite_main": 2, "lite_pch": 3}
 
 
 class BenchPath(NamedTuple):
@@ -133,7 +135,8 @@ class BenchPath(NamedTuple):
   fast: bool  # CUDA: the fast build (else as load_inline builds)
   reuse: bool  # the reference's facts shared by the judges of a reference
   concurrency: int | None  # judges checking on the GPU at once (None: --gpu_concurrency's)
-  lite: int  # what is built lite: 0 nothing, 1 the .cu, 2 the .cu and main.cpp
+  lite: int  # what is built lite: 0 nothing, 1 the .cu, 2 the .cu and main.cpp, 3 with its
+  # binding header precompiled
   precompile: bool = True  # Triton: kernels compiled before the GPU hold (triton_precompile)
 
 
@@ -181,11 +184,14 @@ def run() -> dict:
           "(built once per machine)")
     if any(path.lite for path in paths):  # else a lite path's judges build the fast way unseen
       fast_build.require_lite(header)
+    if any(path.lite == 3 for path in paths):
+      fast_build.require_bind(header)
   results = {}
   for name, launcher, fast, reuse, concurrency, lite, precompile in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
-                                 lite_cuda_header=lite >= 1, lite_main_cpp=lite == 2,
+                                 lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
+                                 lite_bind_pch=lite == 3,
                                  triton_precompile=precompile)
     t0 = time.perf_counter()
     with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:

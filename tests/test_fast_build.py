@@ -293,6 +293,32 @@ def test_a_real_precompiled_header_is_valid_for_load_inline_builds(tmp_path):
               build_directory=str(tmp_path))
   assert torch.equal(lite.halve(torch.arange(4.0)), torch.arange(4.0) / 2)
 
+  # And the binding header precompiled with the same flags, beside copies of the lite headers:
+  # GCC takes it for a lite main.cpp that includes it first, not for one that defines a macro
+  # the header tests before it (the text header then, as without the PCH).
+  assert fast_build.bind_intact(header) and recorded["bind_error"] is None
+  bind = fast_build.bind_dir_of(header)
+  for first, used in (("", True), ("#define KZ_LITE_HALF\n", False)):
+    probe.write_text(first + '#include "kz_torch_lite_bind.h"\nint main() { return 0; }\n')
+    proc = subprocess.run([recorded["cxx"], *recorded["cflags"], "-DTORCH_EXTENSION_NAME=x",
+                           "-I", bind, "-I", lite_build.LITE_DIR, "-H", "-fsyntax-only",
+                           str(probe)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (f"! {bind}/kz_torch_lite_bind.h.gch" in proc.stderr) == used, proc.stderr[:2000]
+  # A lite main.cpp built that way binds the lite code as torch's headers do.
+  (tmp_path / "main.cpp").write_text(
+      lite_build.lite_cpp_sources(["torch::Tensor halve(torch::Tensor x);"])[0]
+      + "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+      'm.def("halve", torch::wrap_pybind_function(halve), "halve");\n}\n')
+  (tmp_path / "bound").mkdir()
+  bound = load("kz_lite_bind_pch_test", [str(tmp_path / "main.cpp"), str(tmp_path / "lite.cpp")],
+               extra_include_paths=[bind, lite_build.LITE_DIR],
+               extra_ldflags=[fast_build.lite_object_of(header)],
+               extra_cflags=["-Winvalid-pch"], build_directory=str(tmp_path / "bound"))
+  assert torch.equal(bound.halve(torch.arange(4.0)), torch.arange(4.0) / 2)
+  with pytest.raises(TypeError, match="incompatible function arguments"):
+    bound.halve("not a tensor")
+
 
 def test_a_pch_changed_after_its_build_is_not_used(tmp_path):
   """A candidate's compiler flags can write outside its directory (-o, -MF): a PCH that is not

@@ -405,6 +405,26 @@ def test_the_lite_build_comes_first():
   assert log == ["lite build (kz_torch_lite.h for the .cu and main.cpp)"]
 
 
+def test_a_lite_main_cpp_searches_the_precompiled_binding_header_first():
+  fake, log = FakeLoadInline(), []
+  load = fast_build.fast_load_inline(fake, "/cache/h.h", log.append, lite_object="/cache/rt.o",
+                                     bind_dir="/cache/bind")
+  load("ext", "int g();", KERNEL, extra_include_paths=["/mine"])
+  (call,) = fake.calls
+  # Both files find the bind directory's copies of the lite headers first; the candidate's own
+  # directories come after ours, as they come after torch's in a plain build.
+  assert call["extra_include_paths"] == ["/cache/bind", lite_build.LITE_DIR, "/mine"]
+  assert call["cpp_sources"] == ['#include "kz_torch_lite_bind.h"\nint g();']
+  assert call["extra_cflags"] is None
+  assert log == ["lite build (kz_torch_lite.h for the .cu and main.cpp, binding header "
+                 "precompiled)"]
+  # A main.cpp that is not lite has no use for it: the .cu alone searches the lite directory.
+  fake = FakeLoadInline()
+  fast_build.fast_load_inline(fake, "/cache/h.h", lite_object="/cache/rt.o", lite_main=False,
+                              bind_dir="/cache/bind")("ext", "int g();", KERNEL)
+  assert fake.calls[0]["extra_include_paths"] == [lite_build.LITE_DIR]
+
+
 @pytest.mark.parametrize("lite_main, cpp", [
     (False, "int g();"),  # asked for
     (True, "#include <torch/python.h>\nint g();"),  # a header the binding one does not cover
@@ -515,6 +535,34 @@ def test_a_lite_runtime_changed_after_its_build_is_not_used(tmp_path):
   assert not fast_build.lite_intact(str(header))
   (tmp_path / "pch.json").write_text(json.dumps({"lite": None}))  # its build had failed
   assert not fast_build.lite_intact(str(header))
+
+
+def test_a_changed_binding_header_or_lite_header_copy_is_not_used(tmp_path):
+  """The bind directory is searched before the lite directory by every lite build: a copy
+  rewritten by one candidate's compiler flags must not reach the next."""
+  import json  # pylint: disable=import-outside-toplevel
+  header = tmp_path / fast_build.PCH_HEADER
+  bind = tmp_path / fast_build.BIND_DIR
+  bind.mkdir()
+  names = (lite_build.LITE_HEADER, lite_build.BIND_HEADER, lite_build.BIND_HEADER + ".gch")
+  for name in names:
+    (bind / name).write_text(name)
+  recorded = {n: fast_build._fingerprint(str(bind / n)) for n in names}  # pylint: disable=protected-access
+  (tmp_path / "pch.json").write_text(json.dumps({"bind": recorded}))
+  assert fast_build.bind_intact(str(header))
+  assert fast_build.bind_dir_of(str(header)) == str(bind)
+  fast_build.require_bind(str(header))
+  for name in names:
+    original = (bind / name).read_text()
+    (bind / name).write_text(original + " changed")
+    assert not fast_build.bind_intact(str(header)), name
+    (bind / name).unlink()
+    (bind / name).write_text(original)  # the same bytes again, but not the builder's file
+    assert not fast_build.bind_intact(str(header)), name
+  (tmp_path / "pch.json").write_text(json.dumps({"bind": None, "bind_error": "no pybind11"}))
+  assert not fast_build.bind_intact(str(header))
+  with pytest.raises(RuntimeError, match="missing or changed: no pybind11"):
+    fast_build.require_bind(str(header))
 
 
 def test_a_missing_lite_runtime_is_an_error_where_it_is_required(tmp_path):

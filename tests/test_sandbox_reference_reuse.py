@@ -158,6 +158,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite:gpu4") == ("zygote:lite:gpu4", "zygote", True, True, 4, 1, True)
   assert parse_path("zygote:lite_main") == ("zygote:lite_main", "zygote", True, True, None, 2,
                                             True)
+  assert parse_path("zygote:lite_pch:gpu4")[3:] == (True, 4, 3, True)
   assert parse_path("zygote:fast:reuse:gpu4:nopre")[3:] == (True, 4, 0, False)
   assert parse_path("zygote:fast:nopre").precompile is False
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",

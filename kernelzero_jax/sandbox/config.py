@@ -65,6 +65,9 @@ class SandboxConfig:
   # precompiled torch/extension.h. On an H200: 3.4 s a build instead of 6.9 s, the same
   # verdicts (BENCHMARKS.md).
   lite_main_cpp: bool = True
+  # ...with the binding header precompiled once per machine (beside the PCH, fast_build.py), so
+  # that a lite main.cpp does not parse pybind11 for every candidate.
+  lite_bind_pch: bool = True
   # Triton candidates on a GPU: compile their kernels in a second worker on the meta device
   # while the candidate's worker starts, so that the first check, which holds the GPU, does not
   # (triton_precompile.py).

@@ -28,6 +28,11 @@ and when that build fails for any reason it builds again exactly as asked, so a 
 compiles the plain way still compiles, and one that does not still fails with the plain error.
 Given the lite runtime, it first tries the .cu against kz_torch_lite.h instead of torch's headers
 (lite_build.py; SandboxConfig.lite_cuda_header); the runtime is compiled here, beside the PCH.
+So is the lite main.cpp's binding header (pybind11 and the lite header), precompiled into
+`bind/` with copies of the two lite headers (SandboxConfig.lite_bind_pch): a lite main.cpp built
+with that directory first in its include path gets the .gch from GCC where it is valid (its
+`#include` comes before any other code, no macro that changes it is defined), the same header
+as text otherwise.
 
 The PCH is built by trusted processes only (the sandbox pool, before any candidate runs in that
 cache), into a temporary directory renamed into place; workers only read it.
@@ -54,6 +59,7 @@ _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension
                                 re.MULTILINE)
 LIGHT_INCLUDE = "#include <torch/types.h>"
 PCH_HEADER = "kz_torch_extension.h"
+BIND_DIR = "bind"  # beside the PCH: the lite headers and the binding header's .gch
 # The aggregators of per-operator headers, and the suffix of the headers each includes.
 OP_AGGREGATORS = {os.path.join("ATen", "Functions.h"): "",
                   os.path.join("ATen", "NativeFunctions.h"): "_native"}
@@ -140,7 +146,10 @@ def cache_key(with_cuda: bool) -> str:
   import torch  # pylint: disable=import-outside-toplevel
   cxx = os.environ.get("CXX", "c++")
   parts = [torch.__version__, sys.version, cxx, _compiler_version(cxx), f"cuda={with_cuda}",
-           os.environ.get("TORCH_CUDA_ARCH_LIST", ""), _file_digest(lite_build.RUNTIME_SOURCE)]
+           os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+           *(_file_digest(os.path.join(lite_build.LITE_DIR, name)) for name in (
+               os.path.basename(lite_build.RUNTIME_SOURCE), lite_build.LITE_HEADER,
+               lite_build.BIND_HEADER))]
   return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -195,12 +204,33 @@ def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
   lite = subprocess.run(lite_build.runtime_compile_command(cxx, cflags, out_dir, with_cuda),
                         capture_output=True, text=True, timeout=timeout_s)
   lite_object = os.path.join(out_dir, lite_build.RUNTIME_OBJECT)
+  bind, bind_error = _build_bind_pch(cxx, cflags, os.path.join(out_dir, BIND_DIR), timeout_s)
   with open(os.path.join(out_dir, "pch.json"), "w", encoding="utf-8") as f:
     json.dump({"cxx": cxx, "cflags": cflags, "gch": _fingerprint(header + ".gch"),
                "lite": _fingerprint(lite_object) if lite.returncode == 0 else None,
-               "lite_error": lite.stderr[-2000:] if lite.returncode else None}, f, indent=1)
+               "lite_error": lite.stderr[-2000:] if lite.returncode else None,
+               "bind": bind, "bind_error": bind_error}, f, indent=1)
   shutil.rmtree(probe_dir, ignore_errors=True)
   return header
+
+
+def _build_bind_pch(cxx: str, cflags: list[str], bind_dir: str,
+                    timeout_s: float) -> tuple[dict[str, list[int] | None] | None, str | None]:
+  """Copies the lite headers into `bind_dir` and precompiles the binding header there with a
+  candidate main.cpp's flags. Returns (the fingerprints of the three files, None) or (None, the
+  compiler's error): optional, like the runtime; without it a lite main.cpp parses the text."""
+  os.makedirs(bind_dir, exist_ok=True)
+  names = (lite_build.LITE_HEADER, lite_build.BIND_HEADER)
+  for name in names:
+    shutil.copyfile(os.path.join(lite_build.LITE_DIR, name), os.path.join(bind_dir, name))
+  gch = lite_build.BIND_HEADER + ".gch"
+  proc = subprocess.run([cxx, "-x", "c++-header", *cflags, os.path.join(bind_dir, names[1]),
+                         "-o", os.path.join(bind_dir, gch)],
+                        capture_output=True, text=True, timeout=timeout_s)
+  if proc.returncode != 0:
+    return None, proc.stderr[-2000:]
+  # Names, not paths: the directory is built under a temporary name and renamed into place.
+  return {name: _fingerprint(os.path.join(bind_dir, name)) for name in (*names, gch)}, None
 
 
 def _fingerprint(path: str) -> list[int] | None:
@@ -212,14 +242,19 @@ def _fingerprint(path: str) -> list[int] | None:
   return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def _recorded(header: str, key: str) -> Any:
+  """What the builder recorded under `key` in the pch.json beside `header` (None if nothing)."""
+  try:
+    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
+      return json.load(f).get(key)
+  except (OSError, ValueError):
+    return None
+
+
 def _recorded_intact(header: str, key: str, path: str) -> bool:
   """Whether `path` is the file whose fingerprint the builder recorded under `key` in the
   pch.json beside `header` (None recorded: it did not build)."""
-  try:
-    with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
-      recorded = json.load(f).get(key)
-  except (OSError, ValueError):
-    return False
+  recorded = _recorded(header, key)
   return recorded is not None and recorded == _fingerprint(path)
 
 
@@ -235,18 +270,37 @@ def lite_intact(header: str) -> bool:
   return _recorded_intact(header, "lite", lite_object_of(header))
 
 
+def bind_dir_of(header: str) -> str:
+  return os.path.join(os.path.dirname(header), BIND_DIR)
+
+
+def bind_intact(header: str) -> bool:
+  """Whether the precompiled binding header and the lite headers beside it, in the bind
+  directory next to the PCH `header`, are the files its builder wrote (a changed header copy
+  would reach every lite build that searches that directory first)."""
+  recorded = _recorded(header, "bind")
+  bind_dir = bind_dir_of(header)
+  return bool(recorded) and all(
+      fingerprint is not None and fingerprint == _fingerprint(os.path.join(bind_dir, name))
+      for name, fingerprint in recorded.items())
+
+
 def require_lite(header: str) -> None:
   """Raises RuntimeError, with the compiler's error, if the lite runtime beside the PCH
   `header` did not build or was changed (what must not pass unnoticed where the lite build is
   what is measured)."""
   if not lite_intact(header):
-    try:
-      with open(os.path.join(os.path.dirname(header), "pch.json"), encoding="utf-8") as f:
-        error = json.load(f).get("lite_error")
-    except (OSError, ValueError):
-      error = None
+    error = _recorded(header, "lite_error")
     raise RuntimeError(f"the lite header's runtime beside {header} is missing or changed"
                        + (f": {error}" if error else ""))
+
+
+def require_bind(header: str) -> None:
+  """The same for the precompiled binding header beside the PCH `header`."""
+  if not bind_intact(header):
+    error = _recorded(header, "bind_error")
+    raise RuntimeError(f"the precompiled binding header in {bind_dir_of(header)} is missing or "
+                       "changed" + (f": {error}" if error else ""))
 
 
 def lite_object_of(header: str) -> str:
@@ -305,11 +359,13 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      log: Callable[[str], None] = lambda _: None,
                      op_headers: bool = True,
                      lite_object: str | None = None,
-                     lite_main: bool = True) -> Callable[..., Any]:
+                     lite_main: bool = True,
+                     bind_dir: str | None = None) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
-  before all that, and (with `lite_main`) so is the generated main.cpp where it can be."""
+  before all that, and (with `lite_main`) so is the generated main.cpp where it can be, with
+  the lite headers and the precompiled binding header of `bind_dir` (bind_dir_of) if given."""
   signature = inspect.signature(load_inline)
 
   def with_pch(arguments: dict[str, Any]) -> list[str]:
@@ -326,16 +382,18 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
       return None
     if "no_implicit_headers" not in signature.parameters:
       return None  # this load_inline puts torch/types.h at the top of every .cu
-    lite = dict(arguments, cuda_sources=sources,
-                extra_include_paths=[lite_build.LITE_DIR,
-                                     *(arguments.get("extra_include_paths") or [])],
-                extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
     cpp = _source_list(arguments.get("cpp_sources") or [])
     implicit = not arguments.get("no_implicit_headers")
     # main.cpp lite too (the binding header instead of torch/extension.h), unless the candidate
     # asked for no implicit headers and includes no torch header itself (it gets none then).
     main = (lite_build.lite_cpp_sources(cpp)
             if lite_main and (implicit or any(map(lite_build.includes_torch, cpp))) else None)
+    # Searched first, the bind directory's copies of the lite headers serve both files, and
+    # its .gch main.cpp's #include of the binding header, where GCC finds it valid.
+    lite_dirs = [bind_dir, lite_build.LITE_DIR] if (main and bind_dir) else [lite_build.LITE_DIR]
+    lite = dict(arguments, cuda_sources=sources,
+                extra_include_paths=[*lite_dirs, *(arguments.get("extra_include_paths") or [])],
+                extra_ldflags=[*(arguments.get("extra_ldflags") or []), lite_object])
     if implicit:
       # What load_inline would add, less torch/types.h in the .cu, which would undo the lite
       # header (and clash with it).
@@ -352,7 +410,8 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
       log(f"lite build failed ({failure(e)}); building with torch's headers")
       return None
     log("lite build (kz_torch_lite.h for the .cu" + (
-        " and main.cpp)" if main else ", precompiled header)" if pch_header else ")"))
+        (" and main.cpp, binding header precompiled)" if bind_dir else " and main.cpp)")
+        if main else ", precompiled header)" if pch_header else ")"))
     return module
 
   def wrapper(*args, **kwargs):

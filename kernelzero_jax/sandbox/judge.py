@@ -259,6 +259,7 @@ class Judge:
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
     self.lite_object: str | None = None  # and the lite header's runtime (lite_build.py)
+    self.bind_dir: str | None = None  # and the precompiled binding header (fast_build.py)
     # Facts about the reference that other judges of the same reference and config measured,
     # shared through `facts_path` (SandboxPool) and read when this judge needs them.
     self.known: dict[str, Any] = {}
@@ -320,6 +321,8 @@ class Judge:
       if cfg.lite_cuda_header and self.pch_header and fast_build.lite_intact(self.pch_header):
         self.lite_object = spec["lite_object"] = fast_build.lite_object_of(self.pch_header)
         spec["lite_main"] = cfg.lite_main_cpp
+        if cfg.lite_main_cpp and cfg.lite_bind_pch and fast_build.bind_intact(self.pch_header):
+          self.bind_dir = spec["bind_dir"] = fast_build.bind_dir_of(self.pch_header)
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
@@ -378,6 +381,10 @@ class Judge:
         raise StageFailure(V.REJECTED, "the build changed the shared lite runtime "
                            f"{self.lite_object} (compiler flags that write outside the build "
                            "directory)")
+      if self.bind_dir and not fast_build.bind_intact(self.pch_header):
+        raise StageFailure(V.REJECTED, "the build changed the shared lite headers or binding "
+                           f"header in {self.bind_dir} (compiler flags that write outside the "
+                           "build directory)")
 
     if self.precompiler is not None:
       self._await_precompile()

@@ -116,7 +116,8 @@ class _Worker:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       cpp_extension.load_inline = fast_build.fast_load_inline(
           cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append,
-          lite_object=spec.get("lite_object"), lite_main=bool(spec.get("lite_main")))
+          lite_object=spec.get("lite_object"), lite_main=bool(spec.get("lite_main")),
+          bind_dir=spec.get("bind_dir"))
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
     self.startup.lap("reference")
