@@ -1,12 +1,13 @@
 r"""Which KernelBench problems a judge checks alone at a given gpu_concurrency (CPU only).
 
     python -m benchmarks.checks_alone --kernelbench_dir=../shared/kernelbench \
-        --slots=2,4,8,16 --gpu_gib=139.8
+        --slots=2,4,8,16 --gpu_gib=139.8 --judges=16
 
 For every level-1/2 problem: its input bytes, read by running get_inputs on the meta device
 (sandbox/problem.input_bytes), and for each slot count whether that many correctness checks fit
-in a GPU of --gpu_gib at once (sandbox/judge.checks_fit); the judge checks alone when they do
-not. 139.8 GiB is the H200's total memory as torch reports it.
+in a GPU of --gpu_gib at once beside --judges judges' processes (SandboxPool's max_parallel per
+GPU; sandbox/judge.checks_fit); the judge checks alone when they do not. 139.8 GiB is the
+H200's total memory as torch reports it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kernelzero_jax.tasks import kernelbench as tasks
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
 _SLOTS = flags.DEFINE_list("slots", ["2", "4", "8", "16"], "gpu_concurrency values.")
 _GPU_GIB = flags.DEFINE_float("gpu_gib", 139.8, "The GPU's total memory, GiB.")
+_JUDGES = flags.DEFINE_integer("judges", 16, "Judges running on the GPU at once.")
 
 
 def main(argv):
@@ -39,8 +41,10 @@ def main(argv):
         f"{len(unknown)} {unknown}")
   gpu_bytes = int(_GPU_GIB.value * 2**30)
   for slots in map(int, _SLOTS.value):
-    alone = sorted(k for k, b in sizes.items() if not judge.checks_fit(b, slots, gpu_bytes))
-    print(f"gpu_concurrency={slots}: {len(alone)} of {len(sizes)} checked alone")
+    alone = sorted(k for k, b in sizes.items() if not judge.checks_fit(b, slots, gpu_bytes,
+                                                                      _JUDGES.value))
+    print(f"gpu_concurrency={slots}, {_JUDGES.value} judges: {len(alone)} of {len(sizes)} "
+          "checked alone")
     for key in alone:
       print(f"  {key}: inputs {sizes[key] / 2**30:.2f} GiB")
 

@@ -63,6 +63,9 @@ _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
 _COPIES = flags.DEFINE_integer("copies", 1, "Copies of each teacher candidate in the batch.")
 _MAX_TEACHER = flags.DEFINE_integer("max_teacher", 0, "At most this many teacher problems "
                                     "per backend (0: all it understands).")
+_PROBLEM_REGEX = flags.DEFINE_string(
+    "problem_regex", None, "Only teacher problems whose key (e.g. level1/19_ReLU) this regular "
+    "expression matches (before --max_teacher counts them).")
 _EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest kernels and cheats.")
 _PARALLEL = flags.DEFINE_integer("max_parallel", 16, "Concurrent judges.")
 _TIMING = flags.DEFINE_bool("timing", True, "Time candidates (as the speed reward needs).")
@@ -94,6 +97,8 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
     for task in all_tasks:
       if max_teacher and taken >= max_teacher:
         break
+      if _PROBLEM_REGEX.value and not re.search(_PROBLEM_REGEX.value, task.key):
+        continue
       try:
         source = teach(task.source, backend)
       except NotInFamily:
@@ -194,10 +199,18 @@ def run() -> dict:
                                  lite_bind_pch=lite == 3,
                                  triton_precompile=precompile)
     t0 = time.perf_counter()
-    with SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
+    # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
+    log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
+    with open(log_path, "w", encoding="utf-8") as log, \
+        SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
+
+      def keep(i: int, job: Job, verdict) -> None:
+        log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
+            time.perf_counter() - t0, 1), **verdict.to_dict()), default=str) + "\n")
+        log.flush()
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging
       # (and sharing of reference facts) is what this measures.
-      verdicts = pool.evaluate(jobs, progress=True, once_per_candidate=False)
+      verdicts = pool.evaluate(jobs, progress=True, on_result=keep, once_per_candidate=False)
     wall = time.perf_counter() - t0
     rows = [dict(m, name=j.name, **v.to_dict()) for j, m, v in zip(jobs, meta, verdicts)]
     by_backend = {}

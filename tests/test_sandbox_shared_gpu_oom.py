@@ -39,12 +39,21 @@ def test_input_bytes_is_unknown_when_meta_cannot_tell(get_inputs):
 
 
 def test_checks_share_the_gpu_only_when_they_fit_at_once():
-  # 4 input sets per check, 80% of the GPU's memory for the checks together.
+  # 5 input sets per check, 80% of the GPU's memory for the checks together.
   gpu = 100 * GiB
-  assert judge_lib.checks_fit(5 * GiB, 4, gpu)          # 80 GiB
-  assert not judge_lib.checks_fit(5 * GiB + 1, 4, gpu)
-  assert judge_lib.checks_fit(20 * GiB, 1, gpu)
+  assert judge_lib.checks_fit(4 * GiB, 4, gpu, judges=0)          # 80 GiB
+  assert not judge_lib.checks_fit(4 * GiB + 1, 4, gpu, judges=0)
+  assert judge_lib.checks_fit(16 * GiB, 1, gpu, judges=0)
+  assert not judge_lib.checks_fit(16 * GiB, 1, gpu)  # beside its own processes
   assert not judge_lib.checks_fit(8 * GiB, 4, 140 * GiB)  # KernelBench level 1 problem 4
+  # The 6 GiB elementwise problems (level 1, 19_ReLU): four at once ran out of an H200's memory.
+  assert not judge_lib.checks_fit(6 * GiB, 4, 140 * GiB)
+  assert judge_lib.checks_fit(6 * GiB, 3, 140 * GiB)
+  # Every judge on the GPU holds its and its worker's CUDA contexts, whatever it is doing.
+  room = judge_lib.CHECK_MEMORY_SHARE * gpu - 10 * judge_lib.JUDGE_GPU_BYTES
+  assert judge_lib.checks_fit(int(room) // 20, 4, gpu, judges=10)
+  assert not judge_lib.checks_fit(int(room) // 20 + 1, 4, gpu, judges=10)
+  assert not judge_lib.checks_fit(6 * GiB, 3, 140 * GiB, judges=24)
 
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
 OOM_REASONS = {
@@ -101,6 +110,18 @@ def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch
   assert [job.get("exclusive_gpu") for job in judge.jobs] == [None, True]
   # The second judgement is the same job otherwise (same GPU, facts file, sources).
   assert {**judge.jobs[0], "exclusive_gpu": True} == judge.jobs[1]
+
+
+@pytest.mark.parametrize("max_parallel, gpus, judges", [(24, (0,), 24), (16, (0, 1), 8),
+                                                         (5, (0, 1), 3)])
+def test_the_pool_tells_each_judge_how_many_judges_share_its_gpu(monkeypatch, max_parallel,
+                                                                 gpus, judges):
+  judge = _Recorder(_verdict(V.CORRECT))
+  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  pool = evaluate_lib.SandboxPool(SHARED, max_parallel=max_parallel, gpu_indices=gpus,
+                                  launcher="subprocess")
+  pool.evaluate([evaluate_lib.Job("ref", "cand", "triton")])
+  assert judge.jobs[0]["judges_on_gpu"] == judges
 
 
 def test_an_oom_with_the_gpu_alone_is_the_candidates_failure(monkeypatch):

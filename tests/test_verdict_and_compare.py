@@ -75,3 +75,13 @@ def test_make_inputs_and_model_are_seeded():
   m1 = problem.make_model(torch.nn.Linear, lambda: [4, 2], 3, torch.device("cpu"))
   m2 = problem.make_model(torch.nn.Linear, lambda: [4, 2], 3, torch.device("cpu"))
   assert torch.equal(m1.weight, m2.weight)
+
+
+@pytest.mark.parametrize("chunk", [4, 1 << 25])
+def test_the_float64_mean_is_the_whole_tensors_a_chunk_at_a_time(monkeypatch, chunk):
+  """The reference checks' constant fill: r.double().mean() without a float64 copy of r."""
+  monkeypatch.setattr(problem, "_CHUNK", chunk)
+  r = torch.linspace(-3.0, 5.0, 1001, dtype=torch.float32).reshape(7, 11, 13)
+  assert problem.mean_float64(r) == pytest.approx(r.double().mean().item(), rel=1e-15)
+  assert problem.mean_float64(torch.full((3, 5), 2.5, dtype=torch.float16)) == 2.5
+  assert problem.mean_float64(torch.zeros(0, 4)) == 0.0

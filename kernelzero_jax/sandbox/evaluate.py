@@ -296,19 +296,21 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0,
                        launcher: SubprocessLauncher | ZygoteLauncher | None = None,
-                       facts_path: str | None = None) -> V.Verdict:
+                       facts_path: str | None = None, judges_on_gpu: int = 1) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
   on it. `facts_path` is a file that judges of the same reference, config and GPU share
   (judge.share_facts; SandboxPool.facts_path): the judge reads what is there when it needs a
-  fact about the reference, instead of measuring it again, and adds what it measured."""
+  fact about the reference, instead of measuring it again, and adds what it measured.
+  `judges_on_gpu`: how many judges may run on its GPU at once (their processes' memory is not
+  there for checks to share: judge.checks_fit)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
-         "facts_path": facts_path}
+         "facts_path": facts_path, "judges_on_gpu": judges_on_gpu}
   verdict = _judge_once(job, config, launcher)
   if shared_gpu_oom(verdict, config):
     # Out of GPU memory while other judges' checks shared the GPU: their tensors may be what
@@ -517,7 +519,8 @@ class SandboxPool:
       facts = (self.facts_path(j.reference_source, gpu) if self.config.reuse_reference
                else None)
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
-                                   gpu, self.launcher, facts_path=facts)
+                                   gpu, self.launcher, facts_path=facts,
+                                   judges_on_gpu=-(-self.max_parallel // len(self.gpu_indices)))
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)

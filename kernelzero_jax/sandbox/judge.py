@@ -204,18 +204,26 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
       f.close()
 
 
-# What one correctness check holds on the GPU, in input sets: the judge's inputs and their
-# pristine copy, the worker's own inputs, and the outputs of both (about one more).
-CHECK_MEMORY_FACTOR = 4
-# The share of the GPU's memory that checks running at once may fill (the rest: CUDA contexts,
-# the allocators' slack, the reference's weights).
+# What one correctness check holds on the GPU at its peak, in input sets: the judge's inputs,
+# their pristine copy and the reference's outputs (the reference checks before it hold as much:
+# two seeds' outputs, inputs and pristine copy), the worker's own inputs and its outputs. On an
+# H200, 4 was too few: 4 judges checking KernelBench's 6 GiB elementwise problems at once ran out
+# of memory (BENCHMARKS.md).
+CHECK_MEMORY_FACTOR = 5
+# The share of the GPU's memory that checks running at once may fill (the rest: the allocators'
+# slack, the reference's weights)...
 CHECK_MEMORY_SHARE = 0.8
+# ...less what every judge on the GPU holds whatever it is doing: its CUDA context and its
+# worker's, with the worker's L2 flush buffer (518 + 880 MiB on an H200, torch 2.11).
+JUDGE_GPU_BYTES = 1400 * 2**20
 
 
-def checks_fit(input_bytes: int, slots: int, gpu_bytes: int) -> bool:
+def checks_fit(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
   """Whether `slots` correctness checks of a problem whose input set has `input_bytes` fit in a
-  GPU of `gpu_bytes` at once (sandbox/judge.py shares the GPU between checks only then)."""
-  return CHECK_MEMORY_FACTOR * input_bytes * slots <= CHECK_MEMORY_SHARE * gpu_bytes
+  GPU of `gpu_bytes` at once, beside `judges` judges' processes (sandbox/judge.py shares the
+  GPU between checks only then)."""
+  return (CHECK_MEMORY_FACTOR * input_bytes * slots
+          <= CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES)
 
 
 def startup_seconds(built: dict[str, Any], worker_started: float,
@@ -408,10 +416,12 @@ class Judge:
         self._checks(base)
       if cfg.timing:
         # While it waits for the GPU alone, a judge holds no memory its checks left behind:
-        # judges waiting to time are not among the `slots` that checks_fit counts.
+        # judges waiting to time are not among the `slots` that checks_fit counts...
         self._release_gpu_memory()
         with hold(exclusive=True):
           self._timed(base)
+        # ...nor, waiting to check once more, what its timing's input sets left.
+        self._release_gpu_memory()
       with hold(exclusive=False):
         self._post_check(base)
     if v.candidate_ms and v.reference_ms:
@@ -447,17 +457,17 @@ class Judge:
       self.torch.cuda.empty_cache()
 
   def _checks_fit(self, slots: int) -> bool:
-    """Whether `slots` judges can check this problem on the GPU at once: each check holds about
-    CHECK_MEMORY_FACTOR times one input set (the judge's inputs and their pristine copy, the
-    worker's inputs, the outputs). Unknown input sizes count as fitting."""
+    """Whether `slots` judges can check this problem on the GPU at once, beside the processes of
+    the pool's other judges on this GPU (checks_fit). Unknown input sizes count as fitting."""
     nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
     if nbytes is None:
       return True
     total = self.torch.cuda.get_device_properties(self.device).total_memory
-    if checks_fit(nbytes, slots, total):
+    judges = max(1, int(self.job.get("judges_on_gpu") or 1))
+    if checks_fit(nbytes, slots, total, judges):
       return True
     self.verdict.evidence["checks_alone"] = {"input_bytes": nbytes, "slots": slots,
-                                             "gpu_bytes": total}
+                                             "gpu_bytes": total, "judges_on_gpu": judges}
     return False
 
   @contextlib.contextmanager
@@ -613,7 +623,7 @@ class Judge:
         ok = bool(tensors)
         for r in tensors:
           atol, rtol = self.cfg.tolerance_for(str(r.dtype).replace("torch.", ""))
-          value = 0.0 if fill == "zeros" else (r.double().mean().item() if r.numel() else 0.0)
+          value = 0.0 if fill == "zeros" else problem.mean_float64(r)
           ok = ok and problem.constant_passes(r, value, atol, rtol)
         passes = passes or ok
       constant_everywhere = constant_everywhere and passes
@@ -631,6 +641,8 @@ class Judge:
     if not ok:
       v.degenerate.append(V.DEGENERATE_NONDETERMINISTIC)
     del model, inputs, again, first_refs
+    if self.device.type == "cuda":  # the checks that follow, and other judges', need it more
+      torch.cuda.empty_cache()
 
   def _timing(self, base: int) -> None:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel

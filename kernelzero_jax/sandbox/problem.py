@@ -192,6 +192,16 @@ def _close_stats(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> 
   return {"bad": bad, "nonfinite": nonfinite, "max_abs": max_abs, "max_rel": max_rel}
 
 
+def mean_float64(r: torch.Tensor) -> float:
+  """The mean of `r` in float64 (0.0 if empty), a chunk at a time: `r.double()` whole would be
+  twice a float32 output's memory (12 GiB for KernelBench's 6 GiB elementwise outputs)."""
+  if not r.numel():
+    return 0.0
+  flat = r.reshape(-1)
+  return sum(flat[start:start + _CHUNK].double().sum().item()
+             for start in range(0, flat.numel(), _CHUNK)) / flat.numel()
+
+
 def constant_passes(r: torch.Tensor, value: float, atol: float, rtol: float) -> bool:
   """Whether an output filled with `value` would pass against reference `r`."""
   for _, rc in _chunks(r, r):
