@@ -244,6 +244,26 @@ def test_nothing_to_speed_up_is_one_plain_call():
   assert fake.calls[0]["extra_cflags"] is None and log == ["plain build (nothing to speed up)"]
 
 
+@pytest.mark.timeout(600)
+def test_the_probe_build_file_is_written_without_building_and_matches_a_build(tmp_path):
+  """The PCH's flags come from a probe build file that load_inline writes but does not build;
+  a real build of the same probe writes the same flags."""
+  from torch.utils import cpp_extension  # pylint: disable=import-outside-toplevel
+  written, built = tmp_path / "written", tmp_path / "built"
+  written.mkdir()
+  built.mkdir()
+  run_ninja = cpp_extension._run_ninja_build  # pylint: disable=protected-access
+  fast_build.write_probe_build_file(str(written), with_cuda=False)
+  assert cpp_extension._run_ninja_build is run_ninja  # pylint: disable=protected-access
+  assert sorted(os.listdir(written)) == ["build.ninja", "main.cpp"]  # nothing compiled
+  module = cpp_extension.load_inline(
+      "kz_pch_probe", cpp_sources=fast_build._PROBE_CPP, functions=["kz_probe"],  # pylint: disable=protected-access
+      build_directory=str(built), with_cuda=False)
+  assert module.kz_probe is not None
+  assert (fast_build._cflags_from_ninja(str(written / "build.ninja"))  # pylint: disable=protected-access
+          == fast_build._cflags_from_ninja(str(built / "build.ninja")))  # pylint: disable=protected-access
+
+
 @pytest.mark.timeout(900)
 def test_a_real_precompiled_header_is_valid_for_load_inline_builds(tmp_path):
   """The PCH built from the probe's flags is the one GCC uses for a load_inline extension, and

@@ -175,22 +175,47 @@ def _cflags_from_ninja(path: str) -> tuple[str, list[str]]:
   return cxx, [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
 
 
+class _BuildFileWritten(Exception):
+  """Stops a probe `load_inline` once its build file is written."""
+
+
+def write_probe_build_file(probe_dir: str, with_cuda: bool) -> None:
+  """Has `load_inline` write the build.ninja of a probe extension into `probe_dir`, without
+  building it where torch's build step can be stopped (the build is all that is left then: on
+  an H200, most of a minute for the CUDA probe). Raises RuntimeError if it cannot."""
+  from torch.utils import cpp_extension  # pylint: disable=import-outside-toplevel
+  run_ninja = getattr(cpp_extension, "_run_ninja_build", None)
+
+  def stop(*args, **kwargs):
+    del args, kwargs
+    raise _BuildFileWritten()
+  if run_ninja is not None:
+    cpp_extension._run_ninja_build = stop  # pylint: disable=protected-access
+  try:
+    cpp_extension.load_inline("kz_pch_probe", cpp_sources=_PROBE_CPP, functions=["kz_probe"],
+                              cuda_sources=_PROBE_CUDA if with_cuda else None,
+                              build_directory=probe_dir, with_cuda=with_cuda)
+  except _BuildFileWritten:
+    pass
+  except Exception as e:  # pylint: disable=broad-except
+    raise RuntimeError(f"the probe extension's build file was not written: {e}") from e
+  finally:
+    if run_ninja is not None:
+      cpp_extension._run_ninja_build = run_ninja  # pylint: disable=protected-access
+  if not os.path.exists(os.path.join(probe_dir, "build.ninja")):
+    raise RuntimeError(f"load_inline wrote no build.ninja into {probe_dir}")
+
+
 def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
   """Builds the PCH into `out_dir` (created); returns the header to pass with -include.
 
-  A probe extension built by `load_inline` itself gives the exact flags, so the PCH matches
-  the candidates' builds on this machine. Raises RuntimeError when a step fails.
+  The build file `load_inline` itself writes for a probe extension gives the exact flags, so
+  the PCH matches the candidates' builds on this machine. Raises RuntimeError when a step fails.
   """
-  from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
   os.makedirs(out_dir, exist_ok=True)
   probe_dir = os.path.join(out_dir, "probe")
   os.makedirs(probe_dir, exist_ok=True)
-  try:
-    load_inline("kz_pch_probe", cpp_sources=_PROBE_CPP, functions=["kz_probe"],
-                cuda_sources=_PROBE_CUDA if with_cuda else None, build_directory=probe_dir,
-                with_cuda=with_cuda)
-  except Exception as e:  # pylint: disable=broad-except
-    raise RuntimeError(f"the probe extension did not build: {e}") from e
+  write_probe_build_file(probe_dir, with_cuda)
   cxx, cflags = _cflags_from_ninja(os.path.join(probe_dir, "build.ninja"))
   header = os.path.join(out_dir, PCH_HEADER)
   with open(header, "w", encoding="utf-8") as f:
