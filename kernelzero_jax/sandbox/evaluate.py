@@ -512,6 +512,7 @@ class SandboxPool:
                  on_result: Callable[[int, Job, V.Verdict], None]) -> list[V.Verdict]:
     self._start_pch_build(jobs)
     submitted = time.perf_counter()
+    judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
 
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
@@ -520,7 +521,7 @@ class SandboxPool:
                else None)
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
                                    gpu, self.launcher, facts_path=facts,
-                                   judges_on_gpu=-(-self.max_parallel // len(self.gpu_indices)))
+                                   judges_on_gpu=judges_on_gpu)
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)

@@ -147,9 +147,9 @@ def cache_key(with_cuda: bool) -> str:
   cxx = os.environ.get("CXX", "c++")
   parts = [torch.__version__, sys.version, cxx, _compiler_version(cxx), f"cuda={with_cuda}",
            os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
-           *(_file_digest(os.path.join(lite_build.LITE_DIR, name)) for name in (
-               os.path.basename(lite_build.RUNTIME_SOURCE), lite_build.LITE_HEADER,
-               lite_build.BIND_HEADER))]
+           *(_file_digest(path) for path in (
+               lite_build.RUNTIME_SOURCE, os.path.join(lite_build.LITE_DIR, lite_build.LITE_HEADER),
+               os.path.join(lite_build.LITE_DIR, lite_build.BIND_HEADER)))]
   return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
