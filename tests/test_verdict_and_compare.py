@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,3 +86,42 @@ def test_the_float64_mean_is_the_whole_tensors_a_chunk_at_a_time(monkeypatch, ch
   assert problem.mean_float64(r) == pytest.approx(r.double().mean().item(), rel=1e-15)
   assert problem.mean_float64(torch.full((3, 5), 2.5, dtype=torch.float16)) == 2.5
   assert problem.mean_float64(torch.zeros(0, 4)) == 0.0
+
+
+def _numpy_close_stats(c: np.ndarray, r: np.ndarray, atol: float, rtol: float) -> dict:
+  """numpy.isclose counted (its rule is torch.isclose's), and the errors' maxima over all values:
+  infinite if any error is not finite."""
+  with np.errstate(all="ignore"):
+    diff = np.abs(c - r)
+    rel = diff / np.maximum(np.abs(r), np.float32(1e-12))
+  finite = np.isfinite(diff).all()
+  return {"bad": int((~np.isclose(c, r, rtol=rtol, atol=atol, equal_nan=False)).sum()),
+          "nonfinite": int((~np.isfinite(c)).sum()),
+          "max_abs": float(diff.max()) if finite else math.inf,
+          "max_rel": float(rel.max()) if finite else math.inf}
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 25])
+@pytest.mark.parametrize("case", ["close", "noisy", "nan", "inf_in_reference", "inf_both"])
+def test_close_stats_match_numpys_isclose_for_every_chunking(monkeypatch, chunk, case):
+  monkeypatch.setattr(problem, "_CHUNK", chunk)
+  gen = torch.Generator().manual_seed(3)
+  r = torch.randn(5, 61, generator=gen)
+  c = r + 0.004 * torch.randn(5, 61, generator=gen)
+  if case == "noisy":
+    c = r + 0.05 * torch.randn(5, 61, generator=gen)
+  elif case == "nan":
+    c[1, 7] = float("nan")
+    c[4, 60] = float("-inf")
+  elif case == "inf_in_reference":  # a finite value where the reference is infinite: not close
+    r[2, 3] = float("inf")
+    c[2, 3] = 1e30
+  elif case == "inf_both":  # the same infinity on both sides: close, but the error is not finite
+    r[0, 0] = c[0, 0] = float("-inf")
+  got = problem._close_stats(c, r, 1e-2, 1e-2)  # pylint: disable=protected-access
+  want = _numpy_close_stats(c.numpy(), r.numpy(), 1e-2, 1e-2)
+  assert got["bad"] == want["bad"] and got["nonfinite"] == want["nonfinite"]
+  assert got["max_abs"] == want["max_abs"] and got["max_rel"] == want["max_rel"]
+  assert {"close": 0, "nan": 2, "inf_in_reference": 1, "inf_both": 0}.get(case, got["bad"]) \
+      == got["bad"]
+  assert case != "noisy" or got["bad"] > 0
