@@ -33,6 +33,7 @@ JOBS: dict[str, tuple[str, str, str]] = {
     "system_exit_forward": ("faults/system_exit_forward", "scaled_relu", "triton"),
     "raise_import": ("faults/raise_import", "scaled_relu", "triton"),
     "raise_forward": ("faults/raise_forward", "scaled_relu", "triton"),
+    "raise_init": ("faults/raise_init", "scaled_relu", "triton"),
     "huge_allocation": ("faults/huge_allocation", "scaled_relu", "triton"),
     "wrong_shape": ("faults/wrong_shape", "scaled_relu", "triton"),
     "wrong_dtype": ("faults/wrong_dtype", "scaled_relu", "triton"),
@@ -136,6 +137,14 @@ def test_exception_in_forward_is_a_runtime_error(verdicts):
   assert v.status == "runtime_error", _describe(v)
   assert "boom in forward" in _reasons(v)
   assert not v.reference_error
+
+
+def test_exception_while_the_model_is_built_is_a_runtime_error_at_init(verdicts):
+  """ModelNew is built on the CPU before the GPU is taken (worker.construct), in stage init."""
+  v = verdicts["raise_init"]
+  assert v.status == "runtime_error", _describe(v)
+  assert v.stage == "init" and _reasons(v).startswith("init:") and "boom in init" in _reasons(v)
+  assert "candidate_init" not in v.evidence["gpu_seconds"]
 
 
 def test_huge_allocation_is_a_runtime_error_with_a_memory_reason(verdicts):

@@ -247,7 +247,8 @@ def test_steps_after_the_build_are_named_and_cover_the_checks(both):
     assert correct, launcher
     for v in correct:
       steps = v.evidence["gpu_seconds"]
-      assert set(steps) - {"reference_checks"} == {"candidate_init", *checks, "cleanup"}, steps
+      assert set(steps) - {"reference_checks"} == {"candidate_construct", "candidate_init", *checks,
+                                                      "cleanup"}, steps
       assert all(s >= 0 for s in steps.values()), steps
       # the 5 checks plus the post-check's one cover the correctness stage's 5 checks
       assert sum(steps[k] for k in checks) >= 0.9 * v.stage_seconds["correctness"], (launcher, v)

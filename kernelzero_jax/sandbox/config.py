@@ -72,11 +72,16 @@ class SandboxConfig:
   # while the candidate's worker starts, so that the first check, which holds the GPU, does not
   # (triton_precompile.py).
   triton_precompile: bool = True
+  # Triton candidates on a GPU: Triton's driver utilities (a C module, the same for every
+  # candidate) compiled once per machine by a trusted process and copied into each candidate's
+  # own Triton cache, instead of compiled with gcc for every candidate (triton_seed.py).
+  triton_seed: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.
   reuse_reference: bool = True
-  pch_dir: str | None = None  # where the precompiled header lives (default ~/.cache/...)
+  # Where the precompiled header and Triton's seed live (default ~/.cache/kernelzero_jax/pch).
+  pch_dir: str | None = None
 
   def __post_init__(self):
     if self.device not in DEVICES:

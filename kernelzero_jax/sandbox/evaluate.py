@@ -388,7 +388,7 @@ class SandboxPool:
     self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
-    self._pch_build: subprocess.Popen | None = None
+    self._machine_builds: dict[str, subprocess.Popen] = {}  # _start_machine_builds
     # One file per reference_key, where judges share what they measured about that reference
     # (SandboxConfig.reuse_reference) as soon as they measured it, so judges that run at the
     # same time reuse it too; kept for the pool's lifetime, so later batches reuse them as well.
@@ -409,21 +409,30 @@ class SandboxPool:
       directory = self._facts_dir
     return os.path.join(directory, self.reference_key(reference_source, gpu_index) + ".json")
 
-  def _start_pch_build(self, jobs: Sequence[Job]) -> None:
-    """With the first CUDA candidate, builds the precompiled header for CUDA builds in the
-    background (a trusted process, once per machine; fast_build.py). Judges use it once it
-    exists, plain builds until then. A pool that judges no CUDA candidate starts nothing."""
-    if (self._pch_build is not None or self.config.device != "cuda"
-        or not self.config.fast_build or not any(j.backend == "cuda" for j in jobs)):
+  def _start_machine_builds(self, jobs: Sequence[Job]) -> None:
+    """What judges on a GPU share, built once per machine by a trusted process in the
+    background, with the first candidate that needs it: the precompiled header for CUDA builds
+    (fast_build.py), Triton's driver utilities for Triton candidates (triton_seed.py). Judges use
+    them once they exist, and build as before until then."""
+    cfg = self.config
+    if cfg.device != "cuda":
       return
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
-    cache = self.config.pch_dir or fast_build.default_cache_dir()
-    os.makedirs(cache, exist_ok=True)
-    with open(os.path.join(cache, "build.log"), "a") as log:  # pylint: disable=unspecified-encoding
-      self._pch_build = subprocess.Popen(  # pylint: disable=consider-using-with
-          [sys.executable, "-m", "kernelzero_jax.sandbox.fast_build", cache, "cuda"],
-          stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_judge_env(),
-          start_new_session=True)
+    cache = cfg.pch_dir or fast_build.default_cache_dir()
+    wanted = {
+        "pch": (cfg.fast_build and any(j.backend == "cuda" for j in jobs),
+                ["kernelzero_jax.sandbox.fast_build", cache, "cuda"]),
+        "triton_seed": (cfg.triton_seed and any(j.backend == "triton" for j in jobs),
+                        ["kernelzero_jax.sandbox.triton_seed", cache]),
+    }
+    for name, (needed, args) in wanted.items():
+      if not needed or name in self._machine_builds:
+        continue
+      os.makedirs(cache, exist_ok=True)
+      with open(os.path.join(cache, "build.log"), "a") as log:  # pylint: disable=unspecified-encoding
+        self._machine_builds[name] = subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, "-m", *args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            env=_judge_env(), start_new_session=True)
 
   def close(self) -> None:
     if isinstance(self.launcher, ZygoteLauncher):
@@ -432,9 +441,10 @@ class SandboxPool:
       if self._facts_dir is not None:
         shutil.rmtree(self._facts_dir, ignore_errors=True)
         self._facts_dir = None
-    if self._pch_build is not None and self._pch_build.poll() is None:
-      kill_group(self._pch_build.pid)  # an unfinished build leaves no PCH, only its tmp dir
-      self._pch_build.wait()
+    for build in self._machine_builds.values():
+      if build.poll() is None:
+        kill_group(build.pid)  # an unfinished build leaves nothing but its tmp dir
+        build.wait()
 
   def __enter__(self) -> "SandboxPool":
     return self
@@ -510,7 +520,7 @@ class SandboxPool:
 
   def _judge_all(self, jobs: list[Job], progress: bool,
                  on_result: Callable[[int, Job, V.Verdict], None]) -> list[V.Verdict]:
-    self._start_pch_build(jobs)
+    self._start_machine_builds(jobs)
     submitted = time.perf_counter()
     judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
 

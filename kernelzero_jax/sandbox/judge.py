@@ -331,6 +331,8 @@ class Judge:
         spec["lite_main"] = cfg.lite_main_cpp
         if cfg.lite_main_cpp and cfg.lite_bind_pch and fast_build.bind_intact(self.pch_header):
           self.bind_dir = spec["bind_dir"] = fast_build.bind_dir_of(self.pch_header)
+    if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:
+      self._plant_triton_seed()
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
@@ -340,6 +342,16 @@ class Judge:
       self.precompiler = WorkerHandle(
           dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb,
           kill_descendants=False)
+
+  def _plant_triton_seed(self) -> None:
+    """Triton's driver utilities into the candidate's cache, before its processes start
+    (triton_seed.py); without a seed built on this machine, they compile them as before."""
+    # pylint: disable-next=import-outside-toplevel
+    from kernelzero_jax.sandbox import fast_build, triton_seed, worker
+    seed = triton_seed.ready_seed(self.cfg.pch_dir or fast_build.default_cache_dir())
+    self.verdict.evidence["triton_seed"] = (
+        triton_seed.plant(seed, os.path.join(self.workdir, worker.TRITON_CACHE)) if seed
+        else {"planted": 0, "changed": [], "missing": True})
 
   def _evaluate(self) -> None:
     startup = V.StepClock()  # this judge's steps while its worker starts and builds
@@ -394,6 +406,12 @@ class Judge:
                            f"header in {self.bind_dir} (compiler flags that write outside the "
                            "build directory)")
 
+    # The candidate's model is built on the CPU before the GPU is taken (worker.construct); its
+    # move to the device stays under the hold ("init" in _checks).
+    v.stage = "init"
+    with self._step("candidate_construct"):
+      self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
+                                       cfg.correctness_timeout_s, "init"), "init")
     if self.precompiler is not None:
       self._await_precompile()
 

@@ -82,16 +82,22 @@ def input_bytes(get_inputs: Callable[[], Sequence[Any]]) -> int | None:
   return sum(x.numel() * x.element_size() for x in tensors)
 
 
-def make_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]], seed: int,
-               device: torch.device) -> torch.nn.Module:
-  """Instantiates a module as KernelBench does: seed, build on the CPU, then move to `device`."""
+def construct_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
+                    seed: int) -> torch.nn.Module:
+  """Instantiates a module as KernelBench does, seeded, on the CPU (make_model moves it)."""
   torch.manual_seed(seed)
   init_inputs = list(get_init_inputs())
   torch.manual_seed(seed)
   model = model_cls(*init_inputs)
   if not isinstance(model, torch.nn.Module):
     raise SourceError(f"{model_cls.__name__}(...) did not return a torch.nn.Module")
-  return model.to(device)
+  return model
+
+
+def make_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]], seed: int,
+               device: torch.device) -> torch.nn.Module:
+  """Instantiates a module as KernelBench does: seed, build on the CPU, then move to `device`."""
+  return construct_model(model_cls, get_init_inputs, seed).to(device)
 
 
 def flatten(obj: Any) -> list:

@@ -32,6 +32,8 @@ from typing import Any, Callable, Sequence
 MAX_WAIT_S = 60.0
 # What the precompiler's reply may say (it ran candidate code: the judge keeps only these).
 REPLY_LIMITS = {"kernels": 64, "name_chars": 80, "error_chars": 300}
+# Its seconds, step by step: the driver's utilities, the kernels (one forward), their launchers.
+STEP_KEYS = ("utils_s", "kernels_s", "launchers_s")
 
 
 def nvml_capability() -> int | None:
@@ -161,6 +163,7 @@ def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
   compiled: list = []
   errors: list[str] = []
   active = compile_only_driver(capability)
+  steps = {"utils_s": time.perf_counter() - t0}  # found in the cache (triton_seed.py) or built
   if active.utils_error:
     errors.append(f"Triton's driver utilities: {active.utils_error}")
   driver.set_active(active)
@@ -171,6 +174,7 @@ def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
       model(*list(get_inputs()))
   except Exception as e:  # pylint: disable=broad-except
     errors.append(f"forward on the meta device: {type(e).__name__}: {e}")
+  steps["kernels_s"] = time.perf_counter() - t0 - sum(steps.values())
   launchers = 0
   # Launchers link against libcuda as the utilities do: without those, there are none.
   for kernel in {id(k): k for k in compiled}.values() if not active.utils_error else ():
@@ -180,8 +184,10 @@ def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
     except Exception as e:  # pylint: disable=broad-except
       errors.append(f"launcher: {type(e).__name__}: {e}")
       break
+  steps["launchers_s"] = time.perf_counter() - t0 - sum(steps.values())
   names = sorted({str(getattr(k, "name", "?")) for k in compiled})
   return {"kernels": names, "launchers": launchers, "seconds": round(time.perf_counter() - t0, 3),
+          **{k: round(v, 3) for k, v in steps.items()},
           "error": "; ".join(errors) if errors else None}
 
 
@@ -194,7 +200,7 @@ def sanitize(reply: Any) -> dict[str, Any]:
       if isinstance(kernels, list) else []
   finite = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
   out: dict[str, Any] = {"kernels": kernels}
-  for key in ("launchers", "seconds"):
+  for key in ("launchers", "seconds", *STEP_KEYS):
     if finite(reply.get(key)):
       out[key] = reply[key]
   error = reply.get("error")

@@ -30,6 +30,8 @@ from kernelzero_jax.sandbox import verdict as V
 MARKER_KERNEL = "FillFunctor"
 # The role of a worker that only compiles a Triton candidate's kernels (triton_precompile.py).
 PRECOMPILE = "precompile"
+# A candidate's Triton cache, in its directory: its own, shared by its worker and precompiler.
+TRITON_CACHE = "triton_cache"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -61,7 +63,7 @@ def _setup_process(spec: dict[str, Any]) -> None:
     os.dup2(f, fd)
     os.close(f)
   os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
-  os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton_cache")
+  os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, TRITON_CACHE)
   os.environ["TMPDIR"] = workdir
   # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
   # builds its launcher in a temporary directory on first use): point it here too.
@@ -140,6 +142,7 @@ class _Worker:
     self.integrity = evidence.IntegritySnapshot({
         "_thread.start_new_thread": __import__("_thread").start_new_thread})
     self.model = None
+    self.constructed: tuple[int, Any] | None = None  # (seed, ModelNew on the CPU): construct()
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
     self.startup.lap("guard")
@@ -181,9 +184,25 @@ class _Worker:
     return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
             "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
 
+  def construct(self, seed: int) -> dict[str, Any]:
+    """ModelNew built on the CPU, before the judge takes the GPU: a large model's CPU init
+    (4 GiB of nn.Linear in KernelBench's level-2 problem 59: 9 s on an H200 machine under load)
+    would otherwise hold the GPU. Candidate code ran outside the hold already (its import)."""
+    self.constructed = (seed, self.problem.construct_model(
+        self.module.ModelNew, self.reference.get_init_inputs, seed))
+    return self._clean_reply()
+
   def init(self, seed: int) -> dict[str, Any]:
-    self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
-                                         seed, self.device)
+    constructed, self.constructed = self.constructed, None
+    if constructed is not None and constructed[0] == seed:
+      self.model = constructed[1].to(self.device)
+    else:
+      self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
+                                           seed, self.device)
+    del constructed
+    return self._clean_reply()
+
+  def _clean_reply(self) -> dict[str, Any]:
     violations = self._tamper_violations()
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
@@ -296,7 +315,9 @@ class _Worker:
       if cmd == "exit":
         return
       try:
-        if cmd == "init":
+        if cmd == "construct":
+          reply = self.construct(msg["seed"])
+        elif cmd == "init":
           reply = self.init(msg["seed"])
         elif cmd == "run":
           reply = self.run(msg["seed"], msg.get("profile", False))
