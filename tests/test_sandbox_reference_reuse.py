@@ -40,8 +40,11 @@ def test_a_reference_is_checked_once_and_its_flags_reach_every_later_candidate(r
   first_near_zero, first_relu, again_near_zero, again_relu = reused
   for v in (first_near_zero, first_relu):
     assert "reference_reused" not in v.evidence
+    assert {"reference_construct", "reference_checks"} <= set(v.evidence["gpu_seconds"])
   for v in (again_near_zero, again_relu):
     assert v.evidence["reference_reused"] == ["degenerate"]
+    # ...nor is the reference built a second time for them
+    assert not {"reference_construct", "reference_checks"} & set(v.evidence["gpu_seconds"])
   assert first_near_zero.degenerate == again_near_zero.degenerate == ["constant_output_passes"]
   assert first_relu.degenerate == again_relu.degenerate == []
   assert first_near_zero.reference_facts == {"degenerate": ["constant_output_passes"]}

@@ -265,6 +265,7 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
+    self.second_reference = None  # the reference checks' second model, built on the CPU
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
     self.lite_object: str | None = None  # and the lite header's runtime (lite_build.py)
     self.bind_dir: str | None = None  # and the precompiled binding header (fast_build.py)
@@ -412,6 +413,12 @@ class Judge:
     with self._step("candidate_construct"):
       self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
                                        cfg.correctness_timeout_s, "init"), "init")
+    if cfg.check_degenerate and not self._knows("degenerate"):
+      # The reference checks build the reference a second time; on the CPU, that is done here
+      # too, unless another judge has shared the checks' findings by now.
+      with self._step("reference_construct"):
+        self.second_reference = problem.construct_model(
+            self.ref_mod.Model, self.ref_mod.get_init_inputs, cfg.init_seed)
     if self.precompiler is not None:
       self._await_precompile()
 
@@ -650,8 +657,11 @@ class Judge:
       del refs
     if constant_everywhere:
       v.degenerate.append(V.DEGENERATE_CONSTANT)
-    model = problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
-                               self.cfg.init_seed, self.device)
+    second, self.second_reference = self.second_reference, None
+    model = (second.to(self.device) if second is not None else
+             problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
+                                self.cfg.init_seed, self.device))
+    del second
     inputs = problem.make_inputs(self.ref_mod.get_inputs, seeds[0], self.device)
     torch.manual_seed(seeds[0] + 0x5EED)  # a different random state for the forward itself
     again = problem.flatten(model(*inputs))
