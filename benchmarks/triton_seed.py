@@ -26,6 +26,7 @@ from absl import flags
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Precompiler runs per setting.")
 _STUB = flags.DEFINE_bool("stub_libcuda", False, "Build and use a stand-in libcuda.so.1.")
 _CAPABILITY = flags.DEFINE_integer("capability", 90, "Compute capability compiled for.")
+_RUN_TIMEOUT = flags.DEFINE_float("run_timeout_s", 240.0, "Limit of one precompiler run.")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
 
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> None:
   from tests.test_triton_precompile import CANDIDATE, REFERENCE
   root = tempfile.mkdtemp(prefix="kz_seed_bench_")
   manifest = triton_seed.ensure_seed(root)
-  print(f"seed built in {manifest.get('seconds')} s: {manifest.get('error') or 'ok'}")
+  print(f"seed built in {manifest.get('seconds')} s: {manifest.get('error') or 'ok'}", flush=True)
   seed = triton_seed.ready_seed(root)
   if seed is None:
     raise SystemExit("no seed on this machine (no CUDA driver library? try --stub_libcuda)")
@@ -76,9 +77,12 @@ def main(argv: list[str]) -> None:
               "own_kernel_names": ["add_scale_kernel"], "triton_capability": _CAPABILITY.value}
       handle = judge_lib.WorkerHandle(spec, 8.0)
       try:
-        runs[name].append(handle.wait(240.0, "precompile"))
+        runs[name].append(handle.wait(_RUN_TIMEOUT.value, "precompile"))
       finally:
         handle.kill()
+      # Each run starts a fresh interpreter that imports torch (most of a run's wall time):
+      # say so as it goes, so that a run cut by a time limit shows how far it got.
+      print(f"{name}: {runs[name][-1].get('seconds')} s", flush=True)
   result = {"seed_seconds": manifest.get("seconds"), "stub_libcuda": _STUB.value}
   for name, replies in runs.items():
     errors = sorted({r.get("error") for r in replies if r.get("error")})

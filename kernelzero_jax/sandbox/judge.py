@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -265,7 +266,8 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
-    self.second_reference = None  # the reference checks' second model, built on the CPU
+    self.second_reference = None  # the reference checks' second model, built on the CPU...
+    self._second_reference_thread: threading.Thread | None = None  # ...by this thread
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
     self.lite_object: str | None = None  # and the lite header's runtime (lite_build.py)
     self.bind_dir: str | None = None  # and the precompiled binding header (fast_build.py)
@@ -344,6 +346,24 @@ class Judge:
           dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb,
           kill_descendants=False)
 
+  def _start_second_reference(self) -> None:
+    """The reference checks build the reference a second time (to see that it reproduces
+    itself). On the CPU, KernelBench's way, that can take seconds (4 GiB of nn.Linear: 9 s on
+    an H200 machine), so it is done in a thread while the candidate builds, unless another judge
+    has shared the checks' findings by now; the judge joins it before it takes the GPU, and
+    before anything of its own draws random numbers (construct_model reseeds torch)."""
+    if not self.cfg.check_degenerate or self._knows("degenerate"):
+      return
+
+    def construct() -> None:
+      try:
+        self.second_reference = self.problem.construct_model(
+            self.ref_mod.Model, self.ref_mod.get_init_inputs, self.cfg.init_seed)
+      except Exception:  # pylint: disable=broad-except
+        pass  # the reference checks build it again, and fail there as they would have
+    self._second_reference_thread = threading.Thread(target=construct, daemon=True)
+    self._second_reference_thread.start()
+
   def _plant_triton_seed(self) -> None:
     """Triton's driver utilities into the candidate's cache, before its processes start
     (triton_seed.py); without a seed built on this machine, they compile them as before."""
@@ -383,6 +403,7 @@ class Judge:
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
+    self._start_second_reference()
 
     v.stage = "build"
     # The deadline counts from the worker's start; the build ran while the reference loaded.
@@ -413,12 +434,9 @@ class Judge:
     with self._step("candidate_construct"):
       self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
                                        cfg.correctness_timeout_s, "init"), "init")
-    if cfg.check_degenerate and not self._knows("degenerate"):
-      # The reference checks build the reference a second time; on the CPU, that is done here
-      # too, unless another judge has shared the checks' findings by now.
-      with self._step("reference_construct"):
-        self.second_reference = problem.construct_model(
-            self.ref_mod.Model, self.ref_mod.get_init_inputs, cfg.init_seed)
+    if self._second_reference_thread is not None:
+      with self._step("reference_construct"):  # what is left of it: it ran beside the build
+        self._second_reference_thread.join()
     if self.precompiler is not None:
       self._await_precompile()
 
