@@ -300,3 +300,25 @@ def test_the_throughput_benchmark_takes_medians_of_each_step():
       "worker": {"start": 2.0, "device": 4.0, "candidate_import": 0.25},
       "judge": {"reference": 1.0}}
   assert _startup_medians([]) == {"worker": {}, "judge": {}}
+
+
+def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  verdict = lambda problem, **steps: {"problem": problem, "status": "correct",
+                                      "evidence": {"gpu_seconds": steps}}
+  rows = [verdict("a", candidate_construct=9.0, candidate_init=1.0, compare=0.5, release=0.25),
+          verdict("a", candidate_init=2.0, compare=0.25, reference_construct=4.0,
+                  reference_checks=1.5),
+          verdict("b", compare=0.125)]
+  log = tmp_path / "v.jsonl"
+  log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  assert gpu_steps.held_seconds(rows[0]) == 1.5 and gpu_steps.held_seconds(rows[1]) == 3.75
+  summary = gpu_steps.summarize(gpu_steps.read_verdicts([str(log)], "^a$"))
+  assert summary["num"] == 2 and summary["held_s_sum"] == 5.2  # 5.25, to 0.1 s
+  assert summary["steps"]["compare"] == {"n": 2, "sum": 0.8, "median": 0.375}
+  a = summary["problems"]["a"]
+  assert (a["n"], a["candidate_init"], a["reference_checks"], a["held_s"]) == (2, 1.5, 0.75, 2.62)
+  smi = tmp_path / "smi.csv"
+  smi.write_text("0 MiB, 0 %\n3000 MiB, 40 %\n9000 MiB, 60 %\nbad line\n")
+  assert gpu_steps.smi_summary(str(smi)) == {"samples": 2, "peak_mib": 9000,
+                                            "utilization_mean": 50.0, "utilization_median": 50.0}

@@ -1,0 +1,117 @@
+r"""What judges did while they held the GPU, read from the verdicts a throughput run logged.
+
+    python -m benchmarks.gpu_steps --verdicts=OUT/tp.json.PATH.verdicts.jsonl \
+        [--problem_regex='level1/(19|23)_'] [--smi_csv=OUT/mem.csv]
+
+`benchmarks/sandbox_throughput.py` writes every verdict to `<out>.<path>.verdicts.jsonl` as it
+arrives. Each verdict's `evidence["gpu_seconds"]` splits the judge's work after the build into
+steps; all of them run while the judge holds the GPU (checks shared or alone, timing alone)
+except those in OFF_HOLD. On one GPU that held time bounds the throughput, so this prints, for
+the verdicts given: the steps summed and their medians, and per problem the median of a few
+steps and of the held time per candidate. With `--smi_csv` (what `nvidia-smi
+--query-gpu=memory.used,utilization.gpu --format=csv,noheader -lms 1000` printed beside the
+run), also the GPU's peak memory and its utilisation from the first sample above 2 GiB on.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import statistics
+from typing import Any, Iterable
+
+from absl import app
+from absl import flags
+
+_VERDICTS = flags.DEFINE_list("verdicts", None, "Verdict logs (JSONL), one or more.")
+_PROBLEM_REGEX = flags.DEFINE_string("problem_regex", None, "Only these problems.")
+_SMI = flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
+
+# Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
+# the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
+OFF_HOLD = ("candidate_construct", "reference_construct", "release")
+PER_PROBLEM = ("candidate_construct", "candidate_init", "compare", "audits", "reference_checks")
+
+
+def held_seconds(verdict: dict[str, Any]) -> float:
+  """The seconds a judge held the GPU for this verdict (its steps, less OFF_HOLD)."""
+  steps = (verdict.get("evidence") or {}).get("gpu_seconds") or {}
+  return sum(v for k, v in steps.items() if k not in OFF_HOLD)
+
+
+def read_verdicts(paths: Iterable[str], problem_regex: str | None = None) -> list[dict]:
+  rows = []
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      rows += [json.loads(line) for line in f if line.strip()]
+  if problem_regex:
+    rows = [r for r in rows if re.search(problem_regex, r.get("problem") or "")]
+  return rows
+
+
+def summarize(rows: list[dict]) -> dict[str, Any]:
+  """Step sums and medians over `rows`, and per problem the medians of PER_PROBLEM and of the
+  held seconds (a step a verdict lacks counts as 0 s there)."""
+  steps: dict[str, list[float]] = collections.defaultdict(list)
+  for r in rows:
+    for name, seconds in ((r.get("evidence") or {}).get("gpu_seconds") or {}).items():
+      steps[name].append(seconds)
+  by_problem: dict[str, list[dict]] = collections.defaultdict(list)
+  for r in rows:
+    by_problem[r.get("problem") or "?"].append(r)
+  problems = {}
+  for problem, group in by_problem.items():
+    step = lambda name: statistics.median(  # pylint: disable=cell-var-from-loop
+        ((r.get("evidence") or {}).get("gpu_seconds") or {}).get(name, 0.0) for r in group)
+    problems[problem] = {
+        "n": len(group),
+        "checks_alone": sum("checks_alone" in (r.get("evidence") or {}) for r in group),
+        **{name: round(step(name), 3) for name in PER_PROBLEM},
+        "held_s": round(statistics.median(held_seconds(r) for r in group), 2)}
+  return {
+      "num": len(rows),
+      "status": dict(collections.Counter(r.get("status") for r in rows)),
+      "held_s_sum": round(sum(held_seconds(r) for r in rows), 1),
+      "steps": {name: {"n": len(v), "sum": round(sum(v), 1),
+                       "median": round(statistics.median(v), 3)} for name, v in steps.items()},
+      "problems": problems}
+
+
+def smi_summary(path: str) -> dict[str, Any]:
+  """Peak memory (MiB) and utilisation (%) from the first sample above 2 GiB on."""
+  samples = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      parts = [p.strip().split()[0] for p in line.split(",")[:2]]
+      if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+        samples.append((int(parts[0]), int(parts[1])))
+  busy = next((i for i, (mib, _) in enumerate(samples) if mib > 2048), len(samples))
+  samples = samples[busy:]
+  if not samples:
+    return {"samples": 0}
+  return {"samples": len(samples), "peak_mib": max(m for m, _ in samples),
+          "utilization_mean": round(statistics.mean(u for _, u in samples), 1),
+          "utilization_median": statistics.median(u for _, u in samples)}
+
+
+def main(argv: list[str]) -> None:
+  del argv
+  summary = summarize(read_verdicts(_VERDICTS.value, _PROBLEM_REGEX.value))
+  print(f"{summary['num']} verdicts {summary['status']}; GPU held {summary['held_s_sum']} s in all")
+  print(f"{'step':28s} {'n':>4s} {'sum s':>8s} {'median s':>9s}")
+  for name, s in sorted(summary["steps"].items(), key=lambda kv: -kv[1]["sum"]):
+    held = "" if name not in OFF_HOLD else "  (not under the hold)"
+    print(f"{name:28s} {s['n']:4d} {s['sum']:8.1f} {s['median']:9.3f}{held}")
+  print(f"\n{'problem':42s} {'n':>3s} {'alone':>5s} " + " ".join(f"{n[:12]:>12s}" for n in PER_PROBLEM)
+        + f" {'held s':>7s}")
+  for problem, p in summary["problems"].items():
+    print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} "
+          + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
+  if _SMI.value:
+    print("\nnvidia-smi:", smi_summary(_SMI.value))
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("verdicts")
+  app.run(main)
