@@ -1,10 +1,10 @@
 r"""What judges did while they held the GPU, read from the verdicts a throughput run logged.
 
     python -m benchmarks.gpu_steps --verdicts=OUT/tp.json.PATH.verdicts.jsonl \
-        [--problem_regex='level1/(19|23)_'] [--smi_csv=OUT/mem.csv]
+        [--problem_regex='level1/(19|23)_'] [--backend=triton] [--smi_csv=OUT/mem.csv]
 
 `benchmarks/sandbox_throughput.py` writes every verdict to `<out>.<path>.verdicts.jsonl` as it
-arrives. Each verdict's `evidence["gpu_seconds"]` splits the judge's work after the build into
+arrives (and all of them, every path's, to `<out>` at the end, which this reads too). Each verdict's `evidence["gpu_seconds"]` splits the judge's work after the build into
 steps; all of them run while the judge holds the GPU (checks shared or alone, timing alone)
 except those in OFF_HOLD. On one GPU that held time bounds the throughput, so this prints, for
 the verdicts given: the steps summed and their medians, and per problem the median of a few
@@ -26,6 +26,7 @@ from absl import flags
 
 _VERDICTS = flags.DEFINE_list("verdicts", None, "Verdict logs (JSONL), one or more.")
 _PROBLEM_REGEX = flags.DEFINE_string("problem_regex", None, "Only these problems.")
+_BACKEND = flags.DEFINE_string("backend", None, "Only candidates of this backend (cuda, triton).")
 _SMI = flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
 
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
@@ -40,13 +41,21 @@ def held_seconds(verdict: dict[str, Any]) -> float:
   return sum(v for k, v in steps.items() if k not in OFF_HOLD)
 
 
-def read_verdicts(paths: Iterable[str], problem_regex: str | None = None) -> list[dict]:
+def read_verdicts(paths: Iterable[str], problem_regex: str | None = None,
+                  backend: str | None = None) -> list[dict]:
+  """Verdicts from verdict logs (JSONL), or from the JSON a throughput run wrote (every
+  path's rows)."""
   rows = []
   for path in paths:
     with open(path, encoding="utf-8") as f:
-      rows += [json.loads(line) for line in f if line.strip()]
+      if path.endswith(".jsonl"):
+        rows += [json.loads(line) for line in f if line.strip()]
+      else:
+        rows += [r for result in json.load(f)["results"].values() for r in result["rows"]]
   if problem_regex:
     rows = [r for r in rows if re.search(problem_regex, r.get("problem") or "")]
+  if backend:
+    rows = [r for r in rows if r.get("backend") == backend]
   return rows
 
 
@@ -69,9 +78,23 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "checks_alone": sum("checks_alone" in (r.get("evidence") or {}) for r in group),
         **{name: round(step(name), 3) for name in PER_PROBLEM},
         "held_s": round(statistics.median(held_seconds(r) for r in group), 2)}
+  totals = lambda rs: [r["stage_seconds"]["total"] for r in rs
+                       if "total" in (r.get("stage_seconds") or {})]
+  median = lambda xs: round(statistics.median(xs), 3) if xs else None
+  precompiled = [(r.get("evidence") or {}).get("triton_precompile") for r in rows]
+  precompiled = [p for p in precompiled if p]
   return {
       "num": len(rows),
       "status": dict(collections.Counter(r.get("status") for r in rows)),
+      "median_total_s": {"all": median(totals(rows)),
+                         "correct": median(totals([r for r in rows if r.get("correct")]))},
+      "num_correct": sum(bool(r.get("correct")) for r in rows),
+      # Triton candidates on a GPU: their precompilers' steps, and Triton seeds planted
+      "triton_precompile": {"n": len(precompiled), **{
+          key: median([p[key] for p in precompiled if key in p])
+          for key in ("seconds", "utils_s", "kernels_s", "launchers_s", "waited_s")}},
+      "triton_seed_planted": sum(bool(((r.get("evidence") or {}).get("triton_seed") or {})
+                                      .get("planted")) for r in rows),
       "held_s_sum": round(sum(held_seconds(r) for r in rows), 1),
       "steps": {name: {"n": len(v), "sum": round(sum(v), 1),
                        "median": round(statistics.median(v), 3)} for name, v in steps.items()},
@@ -97,8 +120,13 @@ def smi_summary(path: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
   del argv
-  summary = summarize(read_verdicts(_VERDICTS.value, _PROBLEM_REGEX.value))
+  summary = summarize(read_verdicts(_VERDICTS.value, _PROBLEM_REGEX.value, _BACKEND.value))
   print(f"{summary['num']} verdicts {summary['status']}; GPU held {summary['held_s_sum']} s in all")
+  print(f"median total: {summary['median_total_s']['all']} s, "
+        f"{summary['median_total_s']['correct']} s over the {summary['num_correct']} correct")
+  if summary["triton_precompile"]["n"]:
+    print(f"Triton precompilers (medians, s): {summary['triton_precompile']}; "
+          f"seeds planted: {summary['triton_seed_planted']}")
   print(f"{'step':28s} {'n':>4s} {'sum s':>8s} {'median s':>9s}")
   for name, s in sorted(summary["steps"].items(), key=lambda kv: -kv[1]["sum"]):
     held = "" if name not in OFF_HOLD else "  (not under the hold)"

@@ -306,7 +306,8 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   verdict = lambda problem, **steps: {"problem": problem, "status": "correct",
                                       "evidence": {"gpu_seconds": steps}}
-  rows = [verdict("a", candidate_construct=9.0, candidate_init=1.0, compare=0.5, release=0.25),
+  rows = [dict(verdict("a", candidate_construct=9.0, candidate_init=1.0, compare=0.5,
+                       release=0.25), correct=True, stage_seconds={"total": 4.0}),
           verdict("a", candidate_init=2.0, compare=0.25, reference_construct=4.0,
                   reference_checks=1.5),
           verdict("b", compare=0.125)]
@@ -315,6 +316,8 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   assert gpu_steps.held_seconds(rows[0]) == 1.5 and gpu_steps.held_seconds(rows[1]) == 3.75
   summary = gpu_steps.summarize(gpu_steps.read_verdicts([str(log)], "^a$"))
   assert summary["num"] == 2 and summary["held_s_sum"] == 5.2  # 5.25, to 0.1 s
+  assert summary["median_total_s"] == {"all": 4.0, "correct": 4.0}
+  assert summary["triton_precompile"]["n"] == 0 and summary["triton_seed_planted"] == 0
   assert summary["steps"]["compare"] == {"n": 2, "sum": 0.8, "median": 0.375}
   a = summary["problems"]["a"]
   assert (a["n"], a["candidate_init"], a["reference_checks"], a["held_s"]) == (2, 1.5, 0.75, 2.62)
