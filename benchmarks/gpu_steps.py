@@ -4,7 +4,8 @@ r"""What judges did while they held the GPU, read from the verdicts a throughput
         [--problem_regex='level1/(19|23)_'] [--backend=triton] [--smi_csv=OUT/mem.csv]
 
 `benchmarks/sandbox_throughput.py` writes every verdict to `<out>.<path>.verdicts.jsonl` as it
-arrives (and all of them, every path's, to `<out>` at the end, which this reads too). Each verdict's `evidence["gpu_seconds"]` splits the judge's work after the build into
+arrives (and all of them, every path's, to `<out>` at the end, which this reads too). Each
+verdict's `evidence["gpu_seconds"]` splits the judge's work after the build into
 steps; all of them run while the judge holds the GPU (checks shared or alone, timing alone)
 except those in OFF_HOLD. On one GPU that held time bounds the throughput, so this prints, for
 the verdicts given: the steps summed and their medians, and per problem the median of a few
@@ -23,11 +24,6 @@ from typing import Any, Iterable
 
 from absl import app
 from absl import flags
-
-_VERDICTS = flags.DEFINE_list("verdicts", None, "Verdict logs (JSONL), one or more.")
-_PROBLEM_REGEX = flags.DEFINE_string("problem_regex", None, "Only these problems.")
-_BACKEND = flags.DEFINE_string("backend", None, "Only candidates of this backend (cuda, triton).")
-_SMI = flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
 
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
@@ -118,9 +114,20 @@ def smi_summary(path: str) -> dict[str, Any]:
           "utilization_median": statistics.median(u for _, u in samples)}
 
 
+def _define_flags() -> None:
+  """The command line, defined only when this runs as a program: tests import this module
+  beside other benchmarks whose flags have the same names."""
+  flags.DEFINE_list("verdicts", None, "Verdict logs (JSONL), one or more.")
+  flags.DEFINE_string("problem_regex", None, "Only these problems.")
+  flags.DEFINE_string("backend", None, "Only candidates of this backend (cuda, triton).")
+  flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
+  flags.mark_flag_as_required("verdicts")
+
+
 def main(argv: list[str]) -> None:
   del argv
-  summary = summarize(read_verdicts(_VERDICTS.value, _PROBLEM_REGEX.value, _BACKEND.value))
+  args = flags.FLAGS
+  summary = summarize(read_verdicts(args.verdicts, args.problem_regex, args.backend))
   print(f"{summary['num']} verdicts {summary['status']}; GPU held {summary['held_s_sum']} s in all")
   print(f"median total: {summary['median_total_s']['all']} s, "
         f"{summary['median_total_s']['correct']} s over the {summary['num_correct']} correct")
@@ -131,15 +138,15 @@ def main(argv: list[str]) -> None:
   for name, s in sorted(summary["steps"].items(), key=lambda kv: -kv[1]["sum"]):
     held = "" if name not in OFF_HOLD else "  (not under the hold)"
     print(f"{name:28s} {s['n']:4d} {s['sum']:8.1f} {s['median']:9.3f}{held}")
-  print(f"\n{'problem':42s} {'n':>3s} {'alone':>5s} " + " ".join(f"{n[:12]:>12s}" for n in PER_PROBLEM)
-        + f" {'held s':>7s}")
+  print(f"\n{'problem':42s} {'n':>3s} {'alone':>5s} "
+        + " ".join(f"{n[:12]:>12s}" for n in PER_PROBLEM) + f" {'held s':>7s}")
   for problem, p in summary["problems"].items():
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
-  if _SMI.value:
-    print("\nnvidia-smi:", smi_summary(_SMI.value))
+  if flags.FLAGS.smi_csv:
+    print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("verdicts")
+  _define_flags()
   app.run(main)

@@ -23,12 +23,6 @@ import tempfile
 from absl import app
 from absl import flags
 
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Precompiler runs per setting.")
-_STUB = flags.DEFINE_bool("stub_libcuda", False, "Build and use a stand-in libcuda.so.1.")
-_CAPABILITY = flags.DEFINE_integer("capability", 90, "Compute capability compiled for.")
-_RUN_TIMEOUT = flags.DEFINE_float("run_timeout_s", 240.0, "Limit of one precompiler run.")
-_OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
-
 
 def build_stub_libcuda(out_dir: str) -> str:
   """A libcuda.so.1 in `out_dir` exporting every cu* function that Triton's driver.c calls
@@ -49,9 +43,19 @@ def build_stub_libcuda(out_dir: str) -> str:
   return out_dir
 
 
+def _define_flags() -> None:
+  """The command line, defined only when this runs as a program: tests import this module
+  beside other benchmarks whose flags have the same names."""
+  flags.DEFINE_integer("repeats", 5, "Precompiler runs per setting.")
+  flags.DEFINE_bool("stub_libcuda", False, "Build and use a stand-in libcuda.so.1.")
+  flags.DEFINE_integer("capability", 90, "Compute capability compiled for.")
+  flags.DEFINE_float("run_timeout_s", 240.0, "Limit of one precompiler run.")
+  flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+
 def main(argv: list[str]) -> None:
   del argv
-  if _STUB.value:
+  if flags.FLAGS.stub_libcuda:
     stub = build_stub_libcuda(tempfile.mkdtemp(prefix="kz_stub_libcuda_"))
     os.environ["TRITON_LIBCUDA_PATH"] = os.environ["LD_LIBRARY_PATH"] = stub
   # pylint: disable=import-outside-toplevel
@@ -66,7 +70,7 @@ def main(argv: list[str]) -> None:
   if seed is None:
     raise SystemExit("no seed on this machine (no CUDA driver library? try --stub_libcuda)")
   runs: dict[str, list[dict]] = {"empty cache": [], "seed planted": []}
-  for _ in range(_REPEATS.value):
+  for _ in range(flags.FLAGS.repeats):
     for name in runs:
       workdir = tempfile.mkdtemp(prefix="kz_seed_bench_")
       if name == "seed planted":
@@ -74,16 +78,17 @@ def main(argv: list[str]) -> None:
       spec = {"workdir": workdir, "device": "meta", "role": worker_lib.PRECOMPILE,
               "backend": "triton", "candidate_source": CANDIDATE, "reference_source": REFERENCE,
               "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.9,
-              "own_kernel_names": ["add_scale_kernel"], "triton_capability": _CAPABILITY.value}
+              "own_kernel_names": ["add_scale_kernel"],
+              "triton_capability": flags.FLAGS.capability}
       handle = judge_lib.WorkerHandle(spec, 8.0)
       try:
-        runs[name].append(handle.wait(_RUN_TIMEOUT.value, "precompile"))
+        runs[name].append(handle.wait(flags.FLAGS.run_timeout_s, "precompile"))
       finally:
         handle.kill()
       # Each run starts a fresh interpreter that imports torch (most of a run's wall time):
       # say so as it goes, so that a run cut by a time limit shows how far it got.
       print(f"{name}: {runs[name][-1].get('seconds')} s", flush=True)
-  result = {"seed_seconds": manifest.get("seconds"), "stub_libcuda": _STUB.value}
+  result = {"seed_seconds": manifest.get("seconds"), "stub_libcuda": flags.FLAGS.stub_libcuda}
   for name, replies in runs.items():
     errors = sorted({r.get("error") for r in replies if r.get("error")})
     medians = {key: round(statistics.median(r[key] for r in replies), 3)
@@ -96,10 +101,11 @@ def main(argv: list[str]) -> None:
            / result["seed planted"]["medians"]["seconds"])
   result["ratio"] = round(ratio, 2)
   print(f"with the seed planted: x{ratio:.2f} faster")
-  if _OUT.value:
-    with open(_OUT.value, "w", encoding="utf-8") as f:
+  if flags.FLAGS.out:
+    with open(flags.FLAGS.out, "w", encoding="utf-8") as f:
       json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
