@@ -25,9 +25,8 @@ from typing import Any, Iterable
 from absl import app
 from absl import flags
 
-# Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
-# the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
-OFF_HOLD = ("candidate_construct", "reference_construct", "release")
+from kernelzero_jax.sandbox.judge import STEPS_OFF_THE_HOLD as OFF_HOLD
+
 PER_PROBLEM = ("candidate_construct", "candidate_init", "compare", "audits", "reference_checks")
 
 

@@ -339,27 +339,34 @@ def ready_pch(cache_dir: str, with_cuda: bool) -> str | None:
   return header if pch_intact(header) else None
 
 
-def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
-  """The PCH header for this machine, built first if missing. One builder at a time (a lock
-  file); the build goes to a temporary directory renamed into place, so a reader sees a whole
-  PCH or none, and a builder killed midway leaves only a directory the next one removes."""
-  final = os.path.join(cache_dir, cache_key(with_cuda))
-  header = os.path.join(final, PCH_HEADER)
-  os.makedirs(cache_dir, exist_ok=True)
-  with open(os.path.join(cache_dir, ".lock"), "w", encoding="utf-8") as lock:
+def build_into_place(final: str, ready: Callable[[], bool], build: Callable[[str], Any]) -> None:
+  """Builds the directory `final` with `build(tmp)` unless `ready()`. One builder at a time (a
+  lock file beside it); the build goes to a temporary directory renamed into place, so a reader
+  sees a whole build or none, and a builder killed midway leaves only a directory the next one
+  removes. What machine-wide builds (the PCH, triton_seed.py) share."""
+  parent = os.path.dirname(final)
+  os.makedirs(parent, exist_ok=True)
+  with open(os.path.join(parent, ".lock"), "w", encoding="utf-8") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
-    if pch_intact(header):
-      return header
-    for name in os.listdir(cache_dir):  # left by a builder that was killed
+    if ready():
+      return
+    for name in os.listdir(parent):  # left by a builder that was killed
       if name.startswith(".building_"):
-        shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
-    tmp = tempfile.mkdtemp(prefix=".building_", dir=cache_dir)
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=".building_", dir=parent)
     try:
-      build_pch(tmp, with_cuda)
+      build(tmp)
       shutil.rmtree(final, ignore_errors=True)  # an incomplete or altered one
       os.rename(tmp, final)
     finally:
       shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
+  """The PCH header for this machine, built first if missing (build_into_place)."""
+  final = os.path.join(cache_dir, cache_key(with_cuda))
+  header = os.path.join(final, PCH_HEADER)
+  build_into_place(final, lambda: pch_intact(header), lambda tmp: build_pch(tmp, with_cuda))
   return header
 
 

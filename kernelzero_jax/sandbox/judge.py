@@ -32,6 +32,9 @@ from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
 
 POLL_S = 0.05
+# Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
+# the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
+STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct", "release")
 _PR_SET_CHILD_SUBREAPER = 36
 # True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
 # that has torch imported but no CUDA context yet, instead of spawning a fresh interpreter.

@@ -22,16 +22,15 @@ cache, which is deleted with its directory.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
+
+from kernelzero_jax.sandbox import fast_build
 
 SEED_DIR = "triton_seed"
 MANIFEST = "seed.json"
@@ -114,27 +113,12 @@ def ready_seed(cache_root: str) -> str | None:
 
 
 def ensure_seed(cache_root: str) -> dict[str, Any]:
-  """Builds this machine's seed if it has none that built; returns its manifest. One builder at
-  a time (a lock file); the build goes to a temporary directory renamed into place, so a reader
-  sees a whole seed or none."""
-  parent = os.path.join(cache_root, SEED_DIR)
+  """Builds this machine's seed unless it has one that built (fast_build.build_into_place);
+  returns its manifest."""
   final = seed_dir(cache_root)
-  os.makedirs(parent, exist_ok=True)
-  with open(os.path.join(parent, ".lock"), "w", encoding="utf-8") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    if ready_seed(cache_root):
-      return read_manifest(final) or {}
-    for name in os.listdir(parent):  # left by a builder that was killed
-      if name.startswith(".building_"):
-        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-    tmp = tempfile.mkdtemp(prefix=".building_", dir=parent)
-    try:
-      manifest = build_seed(tmp, os.path.basename(final))
-      shutil.rmtree(final, ignore_errors=True)
-      os.rename(tmp, final)
-    finally:
-      shutil.rmtree(tmp, ignore_errors=True)
-  return manifest
+  fast_build.build_into_place(final, lambda: ready_seed(cache_root) is not None,
+                              lambda tmp: build_seed(tmp, os.path.basename(final)))
+  return read_manifest(final) or {}
 
 
 def plant(seed: str, triton_cache: str) -> dict[str, Any]:
