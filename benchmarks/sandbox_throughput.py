@@ -12,8 +12,9 @@ default), or as `load_inline` builds them (`plain`); the
 reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`); with `gpuN`, N judges checking correctness on the GPU at once (timing always has it
-alone; default --gpu_concurrency); and with `nopre`, Triton candidates judged without the
-precompiler (sandbox/triton_precompile.py, on by default). With a fast CUDA path, the
+alone; default --gpu_concurrency); and with `nopre`, candidates judged without building ahead
+beside their worker: Triton's without the precompiler (sandbox/triton_precompile.py), CUDA's
+without the prebuilder (sandbox/cuda_prebuild.py), both on by default. With a fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
 checks changes a verdict, compare it with the one-at-a-time path in the same run:
@@ -142,12 +143,14 @@ class BenchPath(NamedTuple):
   concurrency: int | None  # judges checking on the GPU at once (None: --gpu_concurrency's)
   lite: int  # what is built lite: 0 nothing, 1 the .cu, 2 the .cu and main.cpp, 3 with its
   # binding header precompiled
-  precompile: bool = True  # Triton: kernels compiled before the GPU hold (triton_precompile)
+  # Triton: kernels compiled before the GPU hold (triton_precompile); CUDA: extensions built
+  # beside the worker's start-up (cuda_prebuild)
+  precompile: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
   """'LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]' -> BenchPath (`nopre`: no Triton
-  precompiler)."""
+  precompiler, no CUDA prebuilder)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   precompile = not (extra and extra[-1] == "nopre")
@@ -197,7 +200,7 @@ def run() -> dict:
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
-                                 triton_precompile=precompile)
+                                 triton_precompile=precompile, cuda_prebuild=precompile)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -230,11 +233,13 @@ def run() -> dict:
                    "started": sum(bool(p) for p in pre),
                    "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
                    "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
+    prebuilt = prebuild_summary(rows)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "checks_alone": alone, "shared_gpu_oom": oom,
-                     "triton_precompile": precompiled, "medians": by_backend,
+                     "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
+                     "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "timing_target_s": config.timing_target_s, "copy_spread": spread,
                      "rows": rows}
@@ -246,6 +251,9 @@ def run() -> dict:
       print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
             f"compiled kernels, median wait {precompiled['median_waited_s']} s; "
             f"errors: {precompiled['errors']}")
+    if prebuilt["started"]:
+      print(f"CUDA prebuilder: {prebuilt['built']} of {prebuilt['started']} built, median wait "
+            f"{prebuilt['median_waited_s']} s; errors: {prebuilt['errors']}")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]
@@ -292,6 +300,15 @@ def run() -> dict:
   _write({"summary": summary, "results": results})
   print(json.dumps({k: v for k, v in summary.items() if k != "differences"}))
   return summary
+
+
+def prebuild_summary(rows: list[dict]) -> dict[str, Any]:
+  """How the CUDA prebuilders went (evidence["cuda_prebuild"]): started, built whole, the
+  median wait for them, the first few distinct errors."""
+  pre = [(r.get("evidence") or {}).get("cuda_prebuild") or {} for r in rows]
+  return {"started": sum(bool(p) for p in pre), "built": sum(p.get("ok") is True for p in pre),
+          "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
+          "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
 
 
 def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:

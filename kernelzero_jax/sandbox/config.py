@@ -68,6 +68,10 @@ class SandboxConfig:
   # ...with the binding header precompiled once per machine (beside the PCH, fast_build.py), so
   # that a lite main.cpp does not parse pybind11 for every candidate.
   lite_bind_pch: bool = True
+  # CUDA candidates on a GPU, with fast_build: build their extensions in a second worker with
+  # no GPU while the candidate's worker sets itself up, which then finds them built
+  # (cuda_prebuild.py).
+  cuda_prebuild: bool = True
   # Triton candidates on a GPU: compile their kernels in a second worker on the meta device
   # while the candidate's worker starts, so that the first check, which holds the GPU, does not
   # (triton_precompile.py).

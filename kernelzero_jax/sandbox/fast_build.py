@@ -392,12 +392,15 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      op_headers: bool = True,
                      lite_object: str | None = None,
                      lite_main: bool = True,
-                     bind_dir: str | None = None) -> Callable[..., Any]:
+                     bind_dir: str | None = None,
+                     first_choice_only: bool = False) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
   before all that, and (with `lite_main`) so is the generated main.cpp where it can be, with
-  the lite headers and the precompiled binding header of `bind_dir` (bind_dir_of) if given."""
+  the lite headers and the precompiled binding header of `bind_dir` (bind_dir_of) if given.
+  With `first_choice_only` (a CUDA prebuilder's, cuda_prebuild.py), only the lite build is
+  tried, and anything else raises: the worker builds the rest itself."""
   signature = inspect.signature(load_inline)
 
   def with_pch(arguments: dict[str, Any]) -> list[str]:
@@ -451,6 +454,8 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     module = lite_attempt(dict(bound.arguments))
     if module is not None:
       return module
+    if first_choice_only:
+      raise RuntimeError("prebuild: no lite build of this extension")
     fast = dict(bound.arguments)
     changes = []
     op_dir = None

@@ -269,6 +269,7 @@ class Judge:
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
+    self.prebuilder: WorkerHandle | None = None  # a CUDA candidate's (cuda_prebuild.py)
     self.second_reference = None  # the reference checks' second model, built on the CPU...
     self._second_reference_thread: threading.Thread | None = None  # ...by this thread
     self.pch_header: str | None = None  # the shared precompiled header this worker builds with
@@ -306,7 +307,7 @@ class Judge:
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
     finally:
-      for handle in (self.worker, self.precompiler):
+      for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
       shutil.rmtree(self.workdir, ignore_errors=True)
@@ -339,8 +340,16 @@ class Judge:
           self.bind_dir = spec["bind_dir"] = fast_build.bind_dir_of(self.pch_header)
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:
       self._plant_triton_seed()
+    prebuild = spec.get("fast_build") and cfg.device == "cuda" and cfg.cuda_prebuild
     self.worker_started = time.perf_counter()
-    self.worker = WorkerHandle(spec, cfg.memory_limit_gb)
+    self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild else spec,
+                               cfg.memory_limit_gb)
+    if prebuild:
+      from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
+      # Beside the worker, while that one sets itself up: the candidate's extensions built into
+      # the directory they share, on no GPU; the worker builds once this is done (_hand_over).
+      self.prebuilder = WorkerHandle(dict(spec, role=worker.PREBUILD, device="meta"),
+                                     cfg.memory_limit_gb, kill_descendants=False)
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
       from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
@@ -409,8 +418,10 @@ class Judge:
     self._start_second_reference()
 
     v.stage = "build"
-    # The deadline counts from the worker's start; the build ran while the reference loaded.
-    remaining = cfg.build_timeout_s - (time.perf_counter() - self.worker_started)
+    # The deadline counts from the worker's start, or from its go after a prebuilder; the build
+    # ran while the reference loaded.
+    started = self._hand_over() if self.prebuilder is not None else self.worker_started
+    remaining = cfg.build_timeout_s - (time.perf_counter() - started)
     built = self._expect(self.worker.wait(max(remaining, POLL_S), "build"), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, startup.seconds)
@@ -493,6 +504,18 @@ class Judge:
     self.precompiler.kill()
     reply["waited_s"] = round(time.perf_counter() - t0, 3)
     self.verdict.evidence["triton_precompile"] = reply
+
+  def _hand_over(self) -> float:
+    """Waits for the prebuilder (within the build's deadline), stops it and lets the worker
+    build (cuda_prebuild.hand_over); returns when that was. Whatever happened to the prebuilder,
+    the worker builds as it would have without one (evidence["cuda_prebuild"])."""
+    from kernelzero_jax.sandbox import cuda_prebuild  # pylint: disable=import-outside-toplevel
+    wait_s = min(self.cfg.build_timeout_s - (time.perf_counter() - self.worker_started),
+                 cuda_prebuild.MAX_WAIT_S)
+    self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
+        self.prebuilder, self.worker, self.workdir, wait_s, StageFailure)
+    self.prebuilder = None
+    return time.perf_counter()
 
   def _release_gpu_memory(self) -> None:
     """Frees the GPU memory that this judge and its worker hold only in their allocators'

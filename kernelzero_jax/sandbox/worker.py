@@ -28,8 +28,10 @@ from kernelzero_jax.sandbox import guard as guard_lib
 from kernelzero_jax.sandbox import verdict as V
 
 MARKER_KERNEL = "FillFunctor"
-# The role of a worker that only compiles a Triton candidate's kernels (triton_precompile.py).
+# The role of a worker that only compiles a Triton candidate's kernels (triton_precompile.py)...
 PRECOMPILE = "precompile"
+# ...and of one that only builds a CUDA candidate's extensions (cuda_prebuild.py).
+PREBUILD = "prebuild"
 # A candidate's Triton cache, in its directory: its own, shared by its worker and precompiler.
 TRITON_CACHE = "triton_cache"
 _PR_SET_PDEATHSIG = 1
@@ -42,9 +44,10 @@ def _error_tail(exc: BaseException, limit: int = 12) -> str:
 
 
 def output_file(spec: dict[str, Any], name: str) -> str:
-  """Where a worker's stdout or stderr goes: a precompiler's beside its worker's."""
-  return os.path.join(spec["workdir"],
-                      ("precompile_" if spec.get("role") == PRECOMPILE else "") + name)
+  """Where a worker's stdout or stderr goes: a precompiler's or prebuilder's beside its
+  worker's."""
+  role = spec.get("role")
+  return os.path.join(spec["workdir"], (f"{role}_" if role else "") + name)
 
 
 def _setup_process(spec: dict[str, Any]) -> None:
@@ -68,7 +71,7 @@ def _setup_process(spec: dict[str, Any]) -> None:
   # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
   # builds its launcher in a temporary directory on first use): point it here too.
   tempfile.tempdir = workdir
-  if spec["device"] in ("cpu", "meta"):  # meta: a precompiler, which never sees a GPU
+  if spec["device"] in ("cpu", "meta"):  # meta: a precompiler or prebuilder: never a GPU
     if spec["device"] == "cpu":
       os.environ["TRITON_INTERPRET"] = "1"
     else:  # kernels compile for a GPU; interpreted ones would not
@@ -113,13 +116,9 @@ class _Worker:
       self.timer = timing.Timer(self.device)
     self.startup.lap("device")
     self.build_log: list[str] = []
-    if spec.get("fast_build"):  # before the candidate imports load_inline (fast_build.py)
-      import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
-      from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
-      cpp_extension.load_inline = fast_build.fast_load_inline(
-          cpp_extension.load_inline, spec.get("pch_header"), self.build_log.append,
-          lite_object=spec.get("lite_object"), lite_main=bool(spec.get("lite_main")),
-          bind_dir=spec.get("bind_dir"))
+    self._load_inline = None  # torch's own, while fast_build's wraps it
+    if spec.get("fast_build"):  # before the candidate imports load_inline
+      self._wrap_load_inline(lite=True)
     self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
     problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
     self.startup.lap("reference")
@@ -132,8 +131,9 @@ class _Worker:
     self._warm_up_observers()
     self.startup.lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
-    # A precompiler shares the worker's directory (its Triton cache) but not its source file.
-    folder = (os.path.join(spec["workdir"], PRECOMPILE) if spec.get("role") == PRECOMPILE
+    # A precompiler or prebuilder shares the worker's directory (its Triton cache, its
+    # extensions) but not its source file.
+    folder = (os.path.join(spec["workdir"], spec["role"]) if spec.get("role")
               else spec["workdir"])
     os.makedirs(folder, exist_ok=True)
     self.candidate_path = os.path.join(folder, "candidate.py")
@@ -146,6 +146,31 @@ class _Worker:
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
     self.startup.lap("guard")
+
+  def _wrap_load_inline(self, lite: bool) -> None:
+    """load_inline as fast_build.py builds (`lite`: trying the lite build first)."""
+    import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+    spec = self.spec
+    self._load_inline = self._load_inline or cpp_extension.load_inline
+    cpp_extension.load_inline = fast_build.fast_load_inline(
+        self._load_inline, spec.get("pch_header"), self.build_log.append,
+        lite_object=spec.get("lite_object") if lite else None,
+        lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
+        first_choice_only=spec.get("role") == PREBUILD)
+
+  def _await_go(self) -> bool:
+    """Waits for the judge's go, sent once this candidate's prebuilder is done
+    (cuda_prebuild.py). Where the prebuilder's lite build failed, this worker's would too: it
+    starts from the fallback (the same build a failed lite build falls back to)."""
+    msg = channel.recv(self.conn)
+    self.startup.lap("await_go")
+    if msg.get("cmd") != "go":
+      return False
+    if msg.get("skip_lite") and self._load_inline is not None:
+      self.build_log.append("lite build failed in the prebuilder; building with torch's headers")
+      self._wrap_load_inline(lite=False)
+    return True
 
   def _warm_up_observers(self) -> None:
     """Runs each observer once before the integrity snapshot: their first use imports modules
@@ -302,7 +327,27 @@ class _Worker:
         self.module.ModelNew, self.reference.get_init_inputs, self.reference.get_inputs,
         int(capability))}
 
+  def prebuild(self) -> dict[str, Any]:
+    """The prebuilder's one job (cuda_prebuild.py): the candidate imported, its extensions
+    built as its worker's would be, for the architecture that worker's GPU gives torch."""
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):  # else the worker has it too
+      # pylint: disable-next=import-outside-toplevel
+      from kernelzero_jax.sandbox import cuda_prebuild, triton_precompile
+      arch = cuda_prebuild.arch_list(self.spec.get("cuda_capability")
+                                     or triton_precompile.nvml_capability())
+      if arch is None:
+        return {"ok": False, "error": "no single GPU architecture found through NVML"}
+      os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+    reply = self.build()
+    reply["build_log"] = self.build_log  # a failure's too: what failed here, its worker skips
+    return reply
+
   def serve(self) -> None:
+    if self.spec.get("await_go") and not self._await_go():
+      return
+    if self.spec.get("role") == PREBUILD:
+      self._send(self.prebuild())
+      return
     built = self.build()
     if self.spec.get("role") == PRECOMPILE:
       self._send(self.precompile() if built.get("ok") else built)

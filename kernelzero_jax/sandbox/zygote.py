@@ -54,6 +54,10 @@ def preload(device: str) -> None:
   import torch.multiprocessing.reductions  # noqa: F401
   from kernelzero_jax.sandbox import evidence, guard, judge, problem, static_checks, timing, worker  # noqa: F401
   if device != "cpu":
+    # What a CUDA candidate's worker and prebuilder import before they build (setuptools comes
+    # with cpp_extension: 0.13 s on this project's CPU machine, per process).
+    import torch.utils.cpp_extension  # noqa: F401
+    from kernelzero_jax.sandbox import cuda_prebuild, fast_build, triton_precompile  # noqa: F401
     # Triton keys its cache with a hash of its own files, its compiled library included, which
     # every worker would otherwise compute at its first compile, inside the GPU hold (memoised,
     # so forked judges and workers inherit it; on an H200 a first check 0.61 s -> 0.23 s).

@@ -1,0 +1,123 @@
+"""Builds a CUDA candidate's extension beside its worker's start-up, on no GPU.
+
+A CUDA candidate's worker sets itself up (its CUDA context, the reference's module, the
+observers: 0.9 s for a lone candidate on an H200, BENCHMARKS.md) and only then imports the
+candidate, whose `load_inline` builds the extension (3.3 s, lite). In series.
+
+So for a CUDA candidate on a GPU, with the fast build, the judge starts a prebuilder beside the
+worker: a worker (its own process, the guard, the candidate's directory and so its
+TORCH_EXTENSIONS_DIR) that never sees a GPU. It imports the candidate, so that its `load_inline`
+calls build into that directory, and answers. The candidate's worker meanwhile sets itself up and
+then waits for the judge's "go" before it imports the candidate. The judge sends it once the
+prebuilder has answered (or run out of time) and is dead, with its batons (the `lock` files
+torch's builds leave in a build directory) removed, and, when it did not build the candidate
+whole, its builds too (`hand_over`).
+
+The worker then imports the candidate as it would have without a prebuilder: its `load_inline`
+runs ninja, which finds nothing to do where the prebuilder built the same sources with the same
+flags, and builds as before where it did not. For the flags to be the same, the prebuilder gets
+TORCH_CUDA_ARCH_LIST: what torch derives in the worker from its GPU, and cannot in a process
+with none (`arch_list`). The prebuilder tries only the lite build (fast_build's first choice);
+where that failed, the worker starts from its fallback, as its own failed lite build would have
+made it. So the prebuilder changes how long the worker's build takes, never what the worker
+builds, loads or is judged on; and a candidate could write whatever the prebuilder writes into
+its directory from its worker anyway.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import re
+import shutil
+import time
+from typing import Any
+
+from kernelzero_jax.sandbox import channel
+
+# The longest a judge waits for its prebuilder. A lite build takes seconds; a longer wait would
+# only delay a candidate whose build (or import) takes this long in its worker too. The worker's
+# build deadline counts from the "go", so a prebuilder's wait never shortens it.
+MAX_WAIT_S = 120.0
+REPLY_LIMITS = {"log_lines": 8, "line_chars": 200, "error_chars": 300}
+# Where torch builds a worker's extensions (worker._setup_process sets TORCH_EXTENSIONS_DIR).
+EXTENSIONS_DIR = "torch_extensions"
+
+
+def arch_list(capability: int | None, torch_arch_flags: str | None = None) -> str | None:
+  """TORCH_CUDA_ARCH_LIST for a GPU of compute `capability` (e.g. 90 -> "9.0+PTX"): what
+  torch.utils.cpp_extension derives from one visible device of that capability (clamped to the
+  newest architecture this torch was built for), or None if torch has no CUDA architectures or
+  the capability is unknown. `torch_arch_flags`: torch._C._cuda_getArchFlags() by default,
+  which, unlike torch.cuda.get_arch_list(), starts no CUDA driver in a process that forks."""
+  if capability is None:
+    return None
+  if torch_arch_flags is None:
+    import torch  # pylint: disable=import-outside-toplevel
+    getter = getattr(torch._C, "_cuda_getArchFlags", None)  # pylint: disable=protected-access
+    torch_arch_flags = getter() if getter else ""
+  supported = [int(m) for m in re.findall(r"sm_(\d+)", torch_arch_flags or "")]
+  if not supported:
+    return None
+  newest = max((sm // 10, sm % 10) for sm in supported)
+  major, minor = min(newest, (capability // 10, capability % 10))
+  return f"{major}.{minor}+PTX"
+
+
+def sanitize(reply: Any) -> dict[str, Any]:
+  """What the judge keeps of a prebuilder's reply (it ran candidate code: evidence only)."""
+  if not isinstance(reply, dict):
+    return {"ok": False, "error": "no reply"}
+  out: dict[str, Any] = {"ok": reply.get("ok") is True}
+  seconds = reply.get("seconds")
+  if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
+    out["seconds"] = round(float(seconds), 4)
+  log = reply.get("build_log")
+  if isinstance(log, list):
+    out["build_log"] = [str(line)[:REPLY_LIMITS["line_chars"]]
+                        for line in log[:REPLY_LIMITS["log_lines"]]]
+  if reply.get("error"):
+    out["error"] = str(reply["error"])[:REPLY_LIMITS["error_chars"]]
+  return out
+
+
+def clear_for_worker(workdir: str, built: bool) -> int:
+  """Readies the candidate's extensions directory for its worker once the prebuilder is dead:
+  removes the batons it may have left (a worker's load_inline would wait for them forever),
+  and, unless it `built` the candidate whole, everything it built (ninja rebuilds what its log
+  lacks, but a build cut short is not worth reasoning about). Returns how many batons it found."""
+  root = os.path.join(workdir, EXTENSIONS_DIR)
+  if not built:
+    batons = len(glob.glob(os.path.join(root, "*", "lock")))
+    shutil.rmtree(root, ignore_errors=True)
+    return batons
+  batons = 0
+  for baton in glob.glob(os.path.join(root, "*", "lock")):
+    try:
+      os.remove(baton)
+      batons += 1
+    except FileNotFoundError:
+      pass
+  return batons
+
+
+def hand_over(prebuilder, worker, workdir: str, wait_s: float, failure: type) -> dict[str, Any]:
+  """Waits up to `wait_s` for the prebuilder (a judge.WorkerHandle; `failure`: the exception
+  its wait raises), kills it, readies the directory and tells the worker (another WorkerHandle,
+  waiting) to go. Returns the evidence: the reply's summary, the wait and the batons removed.
+  Whatever happened to the prebuilder, the worker builds as it would have without one."""
+  t0 = time.perf_counter()
+  try:
+    summary = sanitize(prebuilder.wait(max(wait_s, 0.05), "prebuild"))
+  except failure as f:
+    summary = {"ok": False, "error": str(getattr(f, "reason", f))[:REPLY_LIMITS["error_chars"]]}
+  prebuilder.kill()
+  summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
+  summary["waited_s"] = round(time.perf_counter() - t0, 3)
+  skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
+  try:
+    channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)
+  except OSError:
+    pass  # the worker is gone: its wait for the build says why
+  return summary

@@ -1,0 +1,317 @@
+"""A CUDA candidate's extensions built beside its worker's start-up (sandbox/cuda_prebuild.py).
+
+On this CPU machine the candidates build a C++ extension with torch's own load_inline (a CUDA
+build needs torch's CUDA libraries to link), in real prebuilder and worker processes: the
+hand-over, the batons a dead prebuilder leaves, and a worker whose build finds nothing to do.
+The lite-only first choice and the worker's fallback are checked with a recorded load_inline.
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import re
+import tempfile
+import textwrap
+
+import pytest
+from torch.utils import cpp_extension
+
+from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import cuda_prebuild
+from kernelzero_jax.sandbox import fast_build
+from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import worker as worker_lib
+from test_fast_build import FakeLoadInline
+from test_lite_build import KERNEL
+
+REFERENCE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return x * 7
+
+    def get_inputs():
+        return [torch.rand(16)]
+
+    def get_init_inputs():
+        return []
+    """)
+
+# Only pybind11, no torch header: a C++ build of a few seconds.
+CANDIDATE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    from torch.utils.cpp_extension import load_inline
+
+    SOURCE = """
+    #include <pybind11/pybind11.h>
+    int seven() { return 7; }
+    PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("seven", &seven); }
+    """
+    ext = load_inline("kz_prebuild_test", cpp_sources=[SOURCE], no_implicit_headers=True)
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return x * ext.seven()
+    ''')
+
+# In the prebuilder only (its source file lies in its own folder): takes the build's baton, as a
+# build cut short leaves it, and hangs.
+HANGS_HOLDING_THE_BATON = CANDIDATE.replace("ext = load_inline", textwrap.dedent("""\
+    import os, time
+    if os.path.basename(os.path.dirname(os.path.abspath(__file__))) == "prebuild":
+        os.makedirs("torch_extensions/kz_prebuild_test", exist_ok=True)
+        open("torch_extensions/kz_prebuild_test/lock", "w").close()
+        time.sleep(600)
+    ext = load_inline"""))
+assert HANGS_HOLDING_THE_BATON != CANDIDATE
+
+
+def _spec(workdir: str, candidate: str) -> dict:
+  return {"workdir": workdir, "device": "cpu", "backend": "cuda", "candidate_source": candidate,
+          "reference_source": REFERENCE, "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.9,
+          "own_kernel_names": []}
+
+
+def _start(candidate: str, **worker_spec):
+  """A worker waiting for its go and its prebuilder, as judge._start_worker starts them."""
+  workdir = tempfile.mkdtemp(prefix="kz_prebuild_test_")
+  spec = _spec(workdir, candidate)
+  worker = judge_lib.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0)
+  prebuilder = judge_lib.WorkerHandle(dict(spec, role=worker_lib.PREBUILD, device="meta"), 8.0,
+                                      kill_descendants=False)
+  return workdir, worker, prebuilder
+
+
+def _library(workdir: str) -> str:
+  (path,) = glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "kz_prebuild_test",
+                                   "*.so"))
+  return path
+
+
+def _runs_its_extension(worker) -> None:
+  for cmd in ({"cmd": "construct", "seed": 0}, {"cmd": "init", "seed": 0}):
+    assert worker.request(cmd, 60, "init")["ok"]
+  reply = worker.request({"cmd": "run", "seed": 3, "profile": False}, 60, "correctness")
+  (out,), (x,) = reply["outputs"], reply["inputs_after"]
+  assert reply["ok"] and bool((out == 7 * x).all())  # (a torch op: a violation, not our matter)
+
+
+@pytest.mark.timeout(300)
+def test_the_worker_finds_what_its_prebuilder_built_and_builds_nothing(monkeypatch):
+  monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0+PTX")  # what a GPU would give (arch_list)
+  workdir, worker, prebuilder = _start(CANDIDATE)
+  try:
+    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240, judge_lib.StageFailure)
+    assert summary["ok"] and summary["seconds"] > 0 and summary["batons_removed"] == 0
+    assert not prebuilder.proc.is_alive()
+    library = _library(workdir)
+    before = os.stat(library).st_mtime_ns
+    built = worker.wait(240, "build")
+    assert built["ok"], built
+    assert os.stat(library).st_mtime_ns == before  # ninja found it up to date
+    assert "await_go" in built["startup_seconds"]
+    _runs_its_extension(worker)
+  finally:
+    for handle in (worker, prebuilder):
+      handle.kill()
+
+
+@pytest.mark.timeout(300)
+def test_a_prebuilder_that_hangs_holding_the_baton_costs_its_wait_and_nothing_else(monkeypatch):
+  monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
+  workdir, worker, prebuilder = _start(HANGS_HOLDING_THE_BATON)
+  try:
+    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 20, judge_lib.StageFailure)
+    assert not summary["ok"] and "prebuild: no answer within 20 s" in summary["error"]
+    assert summary["batons_removed"] == 1 and 20 <= summary["waited_s"] < 40
+    # Without the baton's removal the worker's load_inline would wait for it forever.
+    assert worker.wait(240, "build")["ok"]
+    _runs_its_extension(worker)
+  finally:
+    for handle in (worker, prebuilder):
+      handle.kill()
+
+
+@pytest.mark.timeout(300)
+def test_without_a_known_gpu_architecture_the_prebuilder_builds_nothing(monkeypatch):
+  """This machine's torch has no CUDA architectures: the prebuilder says so, the worker builds."""
+  monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+  assert cuda_prebuild.arch_list(90) is None
+  workdir, worker, prebuilder = _start(CANDIDATE)
+  try:
+    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240, judge_lib.StageFailure)
+    assert summary == {"ok": False, "error": "no single GPU architecture found through NVML",
+                       "batons_removed": 0, "waited_s": summary["waited_s"]}
+    assert glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "*")) == []
+    assert worker.wait(240, "build")["ok"]
+    _runs_its_extension(worker)
+  finally:
+    for handle in (worker, prebuilder):
+      handle.kill()
+
+
+@pytest.mark.timeout(300)
+def test_where_the_prebuilders_lite_build_failed_the_worker_starts_from_the_fallback():
+  workdir, worker, prebuilder = _start(CANDIDATE, fast_build=True,
+                                       lite_object="/nonexistent/rt.o")
+  prebuilder.kill()
+  try:
+    channel.send(worker.conn, {"cmd": "go", "skip_lite": True}, by_value=True)
+    built = worker.wait(240, "build")
+    assert built["ok"], built
+    assert built["build_log"] == [
+        "lite build failed in the prebuilder; building with torch's headers",
+        "plain build (nothing to speed up)"]
+  finally:
+    worker.kill()
+  assert os.path.isdir(workdir)
+
+
+def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
+  class Prebuilder:
+    def __init__(self, reply):
+      self.reply, self.killed = reply, False
+
+    def wait(self, timeout_s, stage):
+      del timeout_s, stage
+      return self.reply
+
+    def kill(self):
+      self.killed = True
+
+  class Worker:
+    def __init__(self):
+      self.conn, self.other_end = multiprocessing.Pipe()
+
+  failed = "lite build failed (RuntimeError: x); building with torch's headers"
+  for reply, skip in (({"ok": False, "error": "e", "build_log": [failed]}, True),
+                      ({"ok": False, "error": "prebuild: no lite build of this extension",
+                        "build_log": []}, False),
+                      ({"ok": True, "seconds": 1.0, "build_log": ["lite build (...)"]}, False)):
+    prebuilder, worker = Prebuilder(reply), Worker()
+    summary = cuda_prebuild.hand_over(prebuilder, worker, tempfile.mkdtemp(), 1.0,
+                                      judge_lib.StageFailure)
+    assert prebuilder.killed and summary["ok"] is reply["ok"]
+    assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip}
+
+
+def test_a_prebuilder_tries_the_lite_build_alone():
+  fake, log = FakeLoadInline(), []
+  load = fast_build.fast_load_inline(fake, None, log.append, lite_object="/cache/rt.o",
+                                     first_choice_only=True)
+  assert load("ext", "int g();", KERNEL) == "module 1"
+  fake = FakeLoadInline(failures=1)
+  load = fast_build.fast_load_inline(fake, None, log.append, lite_object="/cache/rt.o",
+                                     first_choice_only=True)
+  with pytest.raises(RuntimeError, match="no lite build"):
+    load("ext", "int g();", KERNEL)
+  assert len(fake.calls) == 1 and log[-1].startswith("lite build failed")
+  fake = FakeLoadInline()  # C++ alone: nothing lite to build, so nothing is built
+  load = fast_build.fast_load_inline(fake, None, lite_object="/cache/rt.o", first_choice_only=True)
+  with pytest.raises(RuntimeError, match="no lite build"):
+    load("ext", "int g();")
+  assert fake.calls == []
+
+
+@pytest.mark.parametrize("capability, flags, expected", [
+    (90, "-gencode compute=compute_80,code=sm_80 -gencode compute=compute_90,code=sm_90",
+     "9.0+PTX"),
+    (86, "sm_80 sm_86 sm_90", "8.6+PTX"),
+    (100, "sm_80 sm_90", "9.0+PTX"),  # newer than this torch: clamped, as torch clamps
+    (None, "sm_90", None),
+    (90, "", None),  # a torch without CUDA
+])
+def test_the_architecture_list_is_torchs_for_one_device(capability, flags, expected,
+                                                        monkeypatch):
+  assert cuda_prebuild.arch_list(capability, flags) == expected
+  if expected is None:
+    return
+  # torch's own flags for one visible device of this capability, against the list's.
+  monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+  monkeypatch.setattr(cpp_extension.torch.cuda, "device_count", lambda: 1)
+  monkeypatch.setattr(cpp_extension.torch.cuda, "get_device_capability",
+                      lambda i: (capability // 10, capability % 10))
+  monkeypatch.setattr(cpp_extension.torch.cuda, "get_arch_list",
+                      lambda: [f"sm_{sm}" for sm in re.findall(r"sm_(\d+)", flags)])
+  derived = cpp_extension._get_cuda_arch_flags()  # pylint: disable=protected-access
+  monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", expected)
+  assert cpp_extension._get_cuda_arch_flags() == derived  # pylint: disable=protected-access
+
+
+def test_the_judge_keeps_a_bounded_summary_of_the_reply():
+  reply = {"ok": True, "seconds": 2.5, "build_log": ["x" * 900] * 50, "error": "e" * 5000,
+           "status": "correct", "outputs": [1]}
+  kept = cuda_prebuild.sanitize(reply)
+  assert set(kept) == {"ok", "seconds", "build_log", "error"}
+  assert len(kept["build_log"]) == cuda_prebuild.REPLY_LIMITS["log_lines"]
+  assert all(len(line) == cuda_prebuild.REPLY_LIMITS["line_chars"] for line in kept["build_log"])
+  assert len(kept["error"]) == cuda_prebuild.REPLY_LIMITS["error_chars"]
+  assert cuda_prebuild.sanitize("no") == {"ok": False, "error": "no reply"}
+  assert cuda_prebuild.sanitize({"ok": 1, "seconds": float("nan")}) == {"ok": False}
+
+
+def test_batons_go_and_a_build_cut_short_goes_whole(tmp_path):
+  build = tmp_path / cuda_prebuild.EXTENSIONS_DIR / "ext"
+  build.mkdir(parents=True)
+  (build / "lock").write_text("")
+  (build / "ext.so").write_text("")
+  assert cuda_prebuild.clear_for_worker(str(tmp_path), built=True) == 1
+  assert sorted(os.listdir(build)) == ["ext.so"]
+  (build / "lock").write_text("")
+  assert cuda_prebuild.clear_for_worker(str(tmp_path), built=False) == 1
+  assert not (tmp_path / cuda_prebuild.EXTENSIONS_DIR).exists()
+  assert cuda_prebuild.clear_for_worker(str(tmp_path), built=False) == 0
+
+
+class _Recorded:
+  """Stands in for judge.WorkerHandle: records each process a judge would start."""
+  specs: list = []
+
+  def __init__(self, spec, memory_limit_gb, target=None, kill_descendants=True):
+    del memory_limit_gb, target
+    _Recorded.specs.append((spec, kill_descendants))
+
+  def kill(self):
+    pass
+
+
+@pytest.mark.parametrize("backend, config, prebuilds", [
+    ("cuda", {"device": "cuda"}, True),
+    ("cuda", {"device": "cuda", "cuda_prebuild": False}, False),
+    ("cuda", {"device": "cuda", "fast_build": False}, False),  # the plain path stays plain
+    ("triton", {"device": "cuda", "triton_precompile": False}, False),
+])
+def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config, prebuilds,
+                                                                  monkeypatch):
+  monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
+  monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
+  _Recorded.specs = []
+  job = {"backend": backend, "config": config, "candidate_source": CANDIDATE,
+         "reference_source": REFERENCE}
+  judge = judge_lib.Judge(job)
+  judge.own_kernels = []
+  judge._start_worker()  # pylint: disable=protected-access
+  (worker, _), *rest = _Recorded.specs
+  assert bool(worker.get("await_go")) is prebuilds
+  if prebuilds:
+    ((prebuilder, kills_descendants),) = rest
+    assert prebuilder == {**{k: v for k, v in worker.items() if k != "await_go"},
+                          "role": worker_lib.PREBUILD, "device": "meta"}
+    assert not kills_descendants  # killing it leaves the worker alone
+  else:
+    assert rest == []
+
+
+def test_the_throughput_benchmark_sums_up_the_prebuilders():
+  from benchmarks.sandbox_throughput import prebuild_summary  # pylint: disable=import-outside-toplevel
+  rows = [{"evidence": {"cuda_prebuild": {"ok": True, "waited_s": 3.0}}},
+          {"evidence": {"cuda_prebuild": {"ok": False, "waited_s": 1.0, "error": "e" * 300}}},
+          {"evidence": {"cuda_prebuild": {"ok": True, "waited_s": 4.0}}},
+          {"evidence": {}}, {}]
+  assert prebuild_summary(rows) == {"started": 3, "built": 2, "median_waited_s": 3.0,
+                                    "errors": ["e" * 100]}
