@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]: judges forked from the warm server
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial]: judges forked from the warm server
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -14,7 +14,9 @@ reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by e
 (`measure`); with `gpuN`, N judges checking correctness on the GPU at once (timing always has it
 alone; default --gpu_concurrency); and with `nopre`, candidates judged without building ahead
 beside their worker: Triton's without the precompiler (sandbox/triton_precompile.py), CUDA's
-without the prebuilder (sandbox/cuda_prebuild.py), both on by default. With a fast CUDA path, the
+without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the
+judge computing the reference's outputs after the candidate's run instead of during it
+(SandboxConfig.concurrent_reference). With a fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
 checks changes a verdict, compare it with the one-at-a-time path in the same run:
@@ -56,7 +58,8 @@ _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1
 _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
-                           "LAUNCHER:BUILD[:REFERENCE][:gpuN] paths to compare (launchers: "
+                           "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial] paths to compare "
+                           "(launchers: "
                            "zygote, subprocess; builds: fast, lite, lite_main, lite_pch, "
                            "plain; "
                            "references: reuse (default), measure; gpuN: N judges check on the "
@@ -146,13 +149,17 @@ class BenchPath(NamedTuple):
   # Triton: kernels compiled before the GPU hold (triton_precompile); CUDA: extensions built
   # beside the worker's start-up (cuda_prebuild)
   precompile: bool = True
+  concurrent: bool = True  # the reference's outputs computed while the candidate runs
 
 
 def parse_path(path: str) -> BenchPath:
-  """'LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre]' -> BenchPath (`nopre`: no Triton
-  precompiler, no CUDA prebuilder)."""
+  """'LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial]' -> BenchPath (`nopre`: no Triton
+  precompiler, no CUDA prebuilder; `serial`: no reference computed during a candidate's run)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
+  concurrent = not (extra and extra[-1] == "serial")
+  if not concurrent:
+    extra.pop()
   precompile = not (extra and extra[-1] == "nopre")
   if not precompile:
     extra.pop()
@@ -162,12 +169,13 @@ def parse_path(path: str) -> BenchPath:
   reference = extra.pop(0) if extra else "reuse"
   if (launcher not in LAUNCHERS or build not in LITE_LEVELS
       or reference not in ("reuse", "measure") or extra):
-    raise app.UsageError(f"--paths: {path!r} is not LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre] "
+    raise app.UsageError(f"--paths: {path!r} is not "
+                         "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial] "
                          f"with a launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, "
                          "a reference of reuse, measure and N >= 1 judges checking on the GPU "
                          "at once")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
-                   LITE_LEVELS[build], precompile)
+                   LITE_LEVELS[build], precompile, concurrent)
 
 
 def _median(values: list[float]) -> float | None:
@@ -195,12 +203,13 @@ def run() -> dict:
     if any(path.lite == 3 for path in paths):
       fast_build.require_bind(header)
   results = {}
-  for name, launcher, fast, reuse, concurrency, lite, precompile in paths:
+  for name, launcher, fast, reuse, concurrency, lite, precompile, concurrent in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
-                                 triton_precompile=precompile, cuda_prebuild=precompile)
+                                 triton_precompile=precompile, cuda_prebuild=precompile,
+                                 concurrent_reference=concurrent)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

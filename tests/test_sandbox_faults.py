@@ -282,3 +282,30 @@ def test_judge_and_worker_end_when_the_caller_is_killed(tmp_path, launcher):
   caller.wait()
   _, alive = psutil.wait_procs(family, timeout=20)
   assert not alive, f"still running after the caller died: {[p.pid for p in alive]}"
+
+
+def test_a_candidate_fails_before_a_reference_as_when_they_ran_in_turn():
+  """The judge computes the reference's outputs while the worker runs the candidate
+  (SandboxConfig.concurrent_reference); what fails first is what the verdict says, as before."""
+  raises = (_read("faults/raise_forward")
+            .replace("def __init__(self, features: int, scale: float):", "def __init__(self):")
+            .replace("    self.scale = scale\n", "")
+            .replace("torch.randn(features)", "torch.randn(64)")
+            .replace("self.scale, BLOCK", "1.0, BLOCK"))
+  honest = raises.replace('    raise RuntimeError("boom in forward")\n', "")
+  broken = _read("references/broken_forward")
+  seen = {}
+  for concurrent in (True, False):
+    config = SandboxConfig(device="cpu", timing=False, check_degenerate=False,
+                           concurrent_reference=concurrent, build_timeout_s=60.0)
+    for name, candidate in (("raises", raises), ("honest", honest)):
+      v = evaluate_candidate(broken, candidate, "triton", config)
+      # (the reason's last line: a traceback names the candidate's own temporary directory)
+      seen[name, concurrent] = (v.status, v.stage, v.reference_error,
+                                [r.splitlines()[-1] for r in v.reasons[:1]])
+  assert seen["raises", True] == seen["raises", False]
+  assert seen["raises", True][:3] == ("runtime_error", "correctness", False)
+  assert "boom in forward" in seen["raises", True][3][0]
+  assert seen["honest", True] == seen["honest", False]
+  assert seen["honest", True][:3] == ("runtime_error", "correctness", True)
+  assert "this reference is broken" in seen["honest", True][3][0]

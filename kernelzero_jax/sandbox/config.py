@@ -80,6 +80,9 @@ class SandboxConfig:
   # candidate) compiled once per machine by a trusted process and copied into each candidate's
   # own Triton cache, instead of compiled with gcc for every candidate (triton_seed.py).
   triton_seed: bool = True
+  # Correctness checks: the judge computes the reference's outputs for an input set while the
+  # candidate's worker runs on its own copy of it, instead of after (nothing is timed then).
+  concurrent_reference: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

@@ -636,12 +636,34 @@ class Judge:
     and any thread it might have started is reported as a violation in the reply itself.
     """
     cfg = self.cfg
-    with self._step("candidate_profiled_run" if profile else "candidate_run"):
-      reply = self._expect(self.worker.request({"cmd": "run", "seed": seed, "profile": profile},
-                                               cfg.correctness_timeout_s, stage), stage)
-    self._merge_evidence(reply.get("evidence", {}))
-    with self._step("reference_run"):
-      refs, pristine, ref_mutates = self._reference(seed)
+    request = {"cmd": "run", "seed": seed, "profile": profile}
+    candidate_step = "candidate_profiled_run" if profile else "candidate_run"
+    if cfg.concurrent_reference:
+      # The reference's outputs for the same input set, computed while the worker runs (two
+      # processes, nothing timed): the step records the wait for the worker that is left after.
+      # A candidate's failure is reported before a reference's, as when they ran in turn.
+      t0 = time.perf_counter()
+      channel.send(self.worker.conn, request, by_value=True)
+      reference_failure, flagged = None, self.verdict.reference_error
+      with self._step("reference_run"):
+        try:
+          refs, pristine, ref_mutates = self._reference(seed)
+        except StageFailure as f:
+          reference_failure, self.verdict.reference_error = f, flagged  # flagged if raised
+      with self._step(candidate_step):
+        remaining = cfg.correctness_timeout_s - (time.perf_counter() - t0)
+        reply = self._expect(self.worker.wait(max(remaining, POLL_S), stage), stage)
+      self._merge_evidence(reply.get("evidence", {}))
+      if reference_failure is not None:
+        self.verdict.reference_error = True
+        raise reference_failure
+    else:
+      with self._step(candidate_step):
+        reply = self._expect(self.worker.request(request, cfg.correctness_timeout_s, stage),
+                             stage)
+      self._merge_evidence(reply.get("evidence", {}))
+      with self._step("reference_run"):
+        refs, pristine, ref_mutates = self._reference(seed)
     with self._step("compare"):
       if not ref_mutates:
         changed = self.problem.inputs_unchanged(reply["inputs_after"], pristine)
