@@ -8,10 +8,12 @@ The lite-only first choice and the worker's fallback are checked with a recorded
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import multiprocessing
 import os
 import re
+import shutil
 import tempfile
 import textwrap
 
@@ -77,20 +79,30 @@ def _spec(workdir: str, candidate: str) -> dict:
           "own_kernel_names": []}
 
 
-def _start(candidate: str, **worker_spec):
+@contextlib.contextmanager
+def _started(candidate: str, **worker_spec):
   """A worker waiting for its go and its prebuilder, as judge._start_worker starts them."""
   workdir = tempfile.mkdtemp(prefix="kz_prebuild_test_")
   spec = _spec(workdir, candidate)
   worker = judge_lib.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0)
   prebuilder = judge_lib.WorkerHandle(dict(spec, role=worker_lib.PREBUILD, device="meta"), 8.0,
                                       kill_descendants=False)
-  return workdir, worker, prebuilder
+  try:
+    yield workdir, worker, prebuilder
+  finally:
+    for handle in (worker, prebuilder):
+      handle.kill()
 
 
 def _library(workdir: str) -> str:
   (path,) = glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "kz_prebuild_test",
                                    "*.so"))
   return path
+
+
+def _builds_and_runs_its_extension(worker) -> None:
+  assert worker.wait(240, "build")["ok"]
+  _runs_its_extension(worker)
 
 
 def _runs_its_extension(worker) -> None:
@@ -104,9 +116,16 @@ def _runs_its_extension(worker) -> None:
 @pytest.mark.timeout(300)
 def test_the_worker_finds_what_its_prebuilder_built_and_builds_nothing(monkeypatch):
   monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0+PTX")  # what a GPU would give (arch_list)
-  workdir, worker, prebuilder = _start(CANDIDATE)
-  try:
-    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240, judge_lib.StageFailure)
+  # The judge's thread hands over (here a judge of this process, with these two processes).
+  judge = judge_lib.Judge({"backend": "cuda", "config": {"device": "cpu"},
+                           "candidate_source": CANDIDATE, "reference_source": REFERENCE})
+  shutil.rmtree(judge.workdir)
+  with _started(CANDIDATE) as (workdir, worker, prebuilder):
+    judge.workdir, judge.worker, judge.prebuilder = workdir, worker, prebuilder
+    judge._start_hand_over()  # pylint: disable=protected-access
+    judge._hand_over_thread.join(240)  # pylint: disable=protected-access
+    assert judge.go_sent_at is not None
+    summary = judge.verdict.evidence["cuda_prebuild"]
     assert summary["ok"] and summary["seconds"] > 0 and summary["batons_removed"] == 0
     assert not prebuilder.proc.is_alive()
     library = _library(workdir)
@@ -116,25 +135,17 @@ def test_the_worker_finds_what_its_prebuilder_built_and_builds_nothing(monkeypat
     assert os.stat(library).st_mtime_ns == before  # ninja found it up to date
     assert "await_go" in built["startup_seconds"]
     _runs_its_extension(worker)
-  finally:
-    for handle in (worker, prebuilder):
-      handle.kill()
 
 
 @pytest.mark.timeout(300)
 def test_a_prebuilder_that_hangs_holding_the_baton_costs_its_wait_and_nothing_else(monkeypatch):
   monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
-  workdir, worker, prebuilder = _start(HANGS_HOLDING_THE_BATON)
-  try:
+  with _started(HANGS_HOLDING_THE_BATON) as (workdir, worker, prebuilder):
     summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 20, judge_lib.StageFailure)
     assert not summary["ok"] and "prebuild: no answer within 20 s" in summary["error"]
     assert summary["batons_removed"] == 1 and 20 <= summary["waited_s"] < 40
     # Without the baton's removal the worker's load_inline would wait for it forever.
-    assert worker.wait(240, "build")["ok"]
-    _runs_its_extension(worker)
-  finally:
-    for handle in (worker, prebuilder):
-      handle.kill()
+    _builds_and_runs_its_extension(worker)
 
 
 @pytest.mark.timeout(300)
@@ -142,34 +153,25 @@ def test_without_a_known_gpu_architecture_the_prebuilder_builds_nothing(monkeypa
   """This machine's torch has no CUDA architectures: the prebuilder says so, the worker builds."""
   monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
   assert cuda_prebuild.arch_list(90) is None
-  workdir, worker, prebuilder = _start(CANDIDATE)
-  try:
+  with _started(CANDIDATE) as (workdir, worker, prebuilder):
     summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240, judge_lib.StageFailure)
     assert summary == {"ok": False, "error": "no single GPU architecture found through NVML",
                        "batons_removed": 0, "waited_s": summary["waited_s"]}
     assert glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "*")) == []
-    assert worker.wait(240, "build")["ok"]
-    _runs_its_extension(worker)
-  finally:
-    for handle in (worker, prebuilder):
-      handle.kill()
+    _builds_and_runs_its_extension(worker)
 
 
 @pytest.mark.timeout(300)
 def test_where_the_prebuilders_lite_build_failed_the_worker_starts_from_the_fallback():
-  workdir, worker, prebuilder = _start(CANDIDATE, fast_build=True,
-                                       lite_object="/nonexistent/rt.o")
-  prebuilder.kill()
-  try:
+  with _started(CANDIDATE, fast_build=True, lite_object="/nonexistent/rt.o") as (
+      _, worker, prebuilder):
+    prebuilder.kill()
     channel.send(worker.conn, {"cmd": "go", "skip_lite": True}, by_value=True)
     built = worker.wait(240, "build")
     assert built["ok"], built
     assert built["build_log"] == [
         "lite build failed in the prebuilder; building with torch's headers",
         "plain build (nothing to speed up)"]
-  finally:
-    worker.kill()
-  assert os.path.isdir(workdir)
 
 
 def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
@@ -275,6 +277,10 @@ class _Recorded:
   def __init__(self, spec, memory_limit_gb, target=None, kill_descendants=True):
     del memory_limit_gb, target
     _Recorded.specs.append((spec, kill_descendants))
+    self.conn, self.other_end = multiprocessing.Pipe()
+
+  def wait(self, timeout_s, stage):
+    raise judge_lib.StageFailure("runtime_error", f"{stage}: not started ({timeout_s})")
 
   def kill(self):
     pass
@@ -296,6 +302,9 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
   judge = judge_lib.Judge(job)
   judge.own_kernels = []
   judge._start_worker()  # pylint: disable=protected-access
+  if judge._hand_over_thread is not None:  # pylint: disable=protected-access
+    judge._hand_over_thread.join()  # pylint: disable=protected-access
+    assert judge.verdict.evidence["cuda_prebuild"]["error"].startswith("prebuild: not started")
   (worker, _), *rest = _Recorded.specs
   assert bool(worker.get("await_go")) is prebuilds
   if prebuilds:
