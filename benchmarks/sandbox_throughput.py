@@ -45,7 +45,7 @@ import os
 import re
 import statistics
 import time
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from absl import app
 from absl import flags
@@ -237,12 +237,9 @@ def run() -> dict:
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                              "shared_gpu_oom"))
-    pre = [(r.get("evidence") or {}).get("triton_precompile") or {} for r in rows]
-    precompiled = {"with_kernels": sum(bool(p.get("kernels")) for p in pre),
-                   "started": sum(bool(p) for p in pre),
-                   "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
-                   "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
-    prebuilt = prebuild_summary(rows)
+    precompiled = side_worker_summary(rows, "triton_precompile", "with_kernels",
+                                      lambda p: bool(p.get("kernels")))
+    prebuilt = side_worker_summary(rows, "cuda_prebuild", "built", lambda p: p.get("ok") is True)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
@@ -311,11 +308,13 @@ def run() -> dict:
   return summary
 
 
-def prebuild_summary(rows: list[dict]) -> dict[str, Any]:
-  """How the CUDA prebuilders went (evidence["cuda_prebuild"]): started, built whole, the
-  median wait for them, the first few distinct errors."""
-  pre = [(r.get("evidence") or {}).get("cuda_prebuild") or {} for r in rows]
-  return {"started": sum(bool(p) for p in pre), "built": sum(p.get("ok") is True for p in pre),
+def side_worker_summary(rows: list[dict], key: str, done_name: str,
+                        done: Callable[[dict], bool]) -> dict[str, Any]:
+  """How the workers beside the candidates' workers went (evidence[key]: "triton_precompile"
+  or "cuda_prebuild"): how many started, how many did their job (`done`, counted as
+  `done_name`), the median wait for them, the first few distinct errors."""
+  pre = [(r.get("evidence") or {}).get(key) or {} for r in rows]
+  return {"started": sum(bool(p) for p in pre), done_name: sum(bool(done(p)) for p in pre),
           "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
           "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
 

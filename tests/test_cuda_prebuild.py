@@ -141,7 +141,7 @@ def test_the_worker_finds_what_its_prebuilder_built_and_builds_nothing(monkeypat
 def test_a_prebuilder_that_hangs_holding_the_baton_costs_its_wait_and_nothing_else(monkeypatch):
   monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
   with _started(HANGS_HOLDING_THE_BATON) as (workdir, worker, prebuilder):
-    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 20, judge_lib.StageFailure)
+    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 20)
     assert not summary["ok"] and "prebuild: no answer within 20 s" in summary["error"]
     assert summary["batons_removed"] == 1 and 20 <= summary["waited_s"] < 40
     # Without the baton's removal the worker's load_inline would wait for it forever.
@@ -154,7 +154,7 @@ def test_without_a_known_gpu_architecture_the_prebuilder_builds_nothing(monkeypa
   monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
   assert cuda_prebuild.arch_list(90) is None
   with _started(CANDIDATE) as (workdir, worker, prebuilder):
-    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240, judge_lib.StageFailure)
+    summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240)
     assert summary == {"ok": False, "error": "no single GPU architecture found through NVML",
                        "batons_removed": 0, "waited_s": summary["waited_s"]}
     assert glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "*")) == []
@@ -196,8 +196,7 @@ def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
                         "build_log": []}, False),
                       ({"ok": True, "seconds": 1.0, "build_log": ["lite build (...)"]}, False)):
     prebuilder, worker = Prebuilder(reply), Worker()
-    summary = cuda_prebuild.hand_over(prebuilder, worker, tempfile.mkdtemp(), 1.0,
-                                      judge_lib.StageFailure)
+    summary = cuda_prebuild.hand_over(prebuilder, worker, tempfile.mkdtemp(), 1.0)
     assert prebuilder.killed and summary["ok"] is reply["ok"]
     assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip}
 
@@ -317,10 +316,13 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
 
 
 def test_the_throughput_benchmark_sums_up_the_prebuilders():
-  from benchmarks.sandbox_throughput import prebuild_summary  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from benchmarks.sandbox_throughput import side_worker_summary
   rows = [{"evidence": {"cuda_prebuild": {"ok": True, "waited_s": 3.0}}},
           {"evidence": {"cuda_prebuild": {"ok": False, "waited_s": 1.0, "error": "e" * 300}}},
           {"evidence": {"cuda_prebuild": {"ok": True, "waited_s": 4.0}}},
           {"evidence": {}}, {}]
+  prebuild_summary = lambda rows: side_worker_summary(rows, "cuda_prebuild", "built",
+                                                     lambda p: p.get("ok") is True)
   assert prebuild_summary(rows) == {"started": 3, "built": 2, "median_waited_s": 3.0,
                                     "errors": ["e" * 100]}

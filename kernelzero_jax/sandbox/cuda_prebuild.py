@@ -26,15 +26,16 @@ its directory from its worker anyway.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
 import re
 import shutil
-import time
 from typing import Any
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import judge
 
 # The longest a judge waits for its prebuilder. A lite build takes seconds; a longer wait would
 # only delay a candidate whose build (or import) takes this long in its worker too. The worker's
@@ -88,33 +89,23 @@ def clear_for_worker(workdir: str, built: bool) -> int:
   and, unless it `built` the candidate whole, everything it built (ninja rebuilds what its log
   lacks, but a build cut short is not worth reasoning about). Returns how many batons it found."""
   root = os.path.join(workdir, EXTENSIONS_DIR)
+  batons = glob.glob(os.path.join(root, "*", "lock"))
   if not built:
-    batons = len(glob.glob(os.path.join(root, "*", "lock")))
     shutil.rmtree(root, ignore_errors=True)
-    return batons
-  batons = 0
-  for baton in glob.glob(os.path.join(root, "*", "lock")):
-    try:
+  for baton in batons if built else []:
+    with contextlib.suppress(FileNotFoundError):
       os.remove(baton)
-      batons += 1
-    except FileNotFoundError:
-      pass
-  return batons
+  return len(batons)
 
 
-def hand_over(prebuilder, worker, workdir: str, wait_s: float, failure: type) -> dict[str, Any]:
-  """Waits up to `wait_s` for the prebuilder (a judge.WorkerHandle; `failure`: the exception
-  its wait raises), kills it, readies the directory and tells the worker (another WorkerHandle,
+def hand_over(prebuilder, worker, workdir: str, wait_s: float) -> dict[str, Any]:
+  """Waits up to `wait_s` for the prebuilder (a judge.WorkerHandle) and kills it
+  (judge.finish_side_worker), readies the directory and tells the worker (another WorkerHandle,
   waiting) to go. Returns the evidence: the reply's summary, the wait and the batons removed.
   Whatever happened to the prebuilder, the worker builds as it would have without one."""
-  t0 = time.perf_counter()
-  try:
-    summary = sanitize(prebuilder.wait(max(wait_s, 0.05), "prebuild"))
-  except failure as f:
-    summary = {"ok": False, "error": str(getattr(f, "reason", f))[:REPLY_LIMITS["error_chars"]]}
-  prebuilder.kill()
+  summary = {"ok": False, **judge.finish_side_worker(prebuilder, wait_s, "prebuild", sanitize,
+                                                     REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
-  summary["waited_s"] = round(time.perf_counter() - t0, 3)
   skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
   try:
     channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import static_checks
@@ -140,6 +140,22 @@ def _tree_rss(proc) -> int:
     with contextlib.suppress(psutil.Error):
       total += p.memory_info().rss
   return total
+
+
+def finish_side_worker(handle: WorkerHandle, wait_s: float, stage: str,
+                       sanitize: Callable[[Any], dict[str, Any]],
+                       error_chars: int) -> dict[str, Any]:
+  """What a candidate's precompiler or prebuilder (a worker beside its worker) answered within
+  `wait_s`, through `sanitize` (it ran candidate code: evidence only), or its failure as
+  {"error": ...}; with "waited_s". The handle is killed either way."""
+  t0 = time.perf_counter()
+  try:
+    reply = sanitize(handle.wait(max(wait_s, POLL_S), stage))
+  except StageFailure as f:
+    reply = {"error": f.reason[:error_chars]}
+  handle.kill()
+  reply["waited_s"] = round(time.perf_counter() - t0, 3)
+  return reply
 
 
 def _kill_descendants() -> None:
@@ -505,17 +521,11 @@ class Judge:
     stops it. Whatever happened to it, the evaluation goes on: it changes only how much the
     candidate's first check compiles (evidence["triton_precompile"])."""
     from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
-    t0 = time.perf_counter()
-    remaining = min(self.cfg.build_timeout_s - (t0 - self.worker_started),
+    remaining = min(self.cfg.build_timeout_s - (time.perf_counter() - self.worker_started),
                     triton_precompile.MAX_WAIT_S)
-    try:
-      reply = triton_precompile.sanitize(
-          self.precompiler.wait(max(remaining, POLL_S), "precompile"))
-    except StageFailure as f:
-      reply = {"error": f.reason[:triton_precompile.REPLY_LIMITS["error_chars"]]}
-    self.precompiler.kill()
-    reply["waited_s"] = round(time.perf_counter() - t0, 3)
-    self.verdict.evidence["triton_precompile"] = reply
+    self.verdict.evidence["triton_precompile"] = finish_side_worker(
+        self.precompiler, remaining, "precompile", triton_precompile.sanitize,
+        triton_precompile.REPLY_LIMITS["error_chars"])
 
   def _start_hand_over(self) -> None:
     """A thread that waits for the prebuilder (within the build's deadline), stops it and lets
@@ -529,7 +539,7 @@ class Judge:
     def hand_over() -> None:
       wait_s = min(self.cfg.build_timeout_s, cuda_prebuild.MAX_WAIT_S)
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
-          prebuilder, worker, self.workdir, wait_s, StageFailure)
+          prebuilder, worker, self.workdir, wait_s)
       self.go_sent_at = time.perf_counter()
     self._hand_over_thread = threading.Thread(target=hand_over, name="prebuild-hand-over",
                                               daemon=True)
