@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial]: judges forked from the warm server
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]: judges forked from the warm server
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -16,7 +16,11 @@ alone; default --gpu_concurrency); and with `nopre`, candidates judged without b
 beside their worker: Triton's without the precompiler (sandbox/triton_precompile.py), CUDA's
 without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the
 judge computing the reference's outputs after the candidate's run instead of during it
-(SandboxConfig.concurrent_reference). With a fast CUDA path, the
+(SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
+of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
+than one slot's memory checked with the GPU alone instead of on several slots
+(SandboxConfig.wide_checks). The trailing flags come in any order. With a
+fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
 checks changes a verdict, compare it with the one-at-a-time path in the same run:
@@ -54,11 +58,16 @@ from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
+# Trailing tokens of a path, in any order: each turns one default off.
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone")
+PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]"
+
+
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
 _CANDIDATES = flags.DEFINE_string("candidates_dir", "benchmarks/candidates", "Candidates root.")
 _BACKENDS = flags.DEFINE_list("backends", ["triton"], "Candidate backends: triton, cuda.")
 _PATHS = flags.DEFINE_list("paths", ["zygote:fast", "subprocess:plain"],
-                           "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial] paths to compare "
+                           f"{PATH_FORM} paths to compare "
                            "(launchers: "
                            "zygote, subprocess; builds: fast, lite, lite_main, lite_pch, "
                            "plain; "
@@ -150,32 +159,32 @@ class BenchPath(NamedTuple):
   # beside the worker's start-up (cuda_prebuild)
   precompile: bool = True
   concurrent: bool = True  # the reference's outputs computed while the candidate runs
+  fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
+  wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
 
 
 def parse_path(path: str) -> BenchPath:
-  """'LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial]' -> BenchPath (`nopre`: no Triton
-  precompiler, no CUDA prebuilder; `serial`: no reference computed during a candidate's run)."""
+  """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
+  reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
+  instead of the fused kernel; `alone`: problems too large for one slot checked alone)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
-  concurrent = not (extra and extra[-1] == "serial")
-  if not concurrent:
-    extra.pop()
-  precompile = not (extra and extra[-1] == "nopre")
-  if not precompile:
-    extra.pop()
+  flags_given = set()
+  while extra and extra[-1] in PATH_FLAGS and extra[-1] not in flags_given:
+    flags_given.add(extra.pop())
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
   reference = extra.pop(0) if extra else "reuse"
   if (launcher not in LAUNCHERS or build not in LITE_LEVELS
       or reference not in ("reuse", "measure") or extra):
-    raise app.UsageError(f"--paths: {path!r} is not "
-                         "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial] "
+    raise app.UsageError(f"--paths: {path!r} is not {PATH_FORM} "
                          f"with a launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, "
                          "a reference of reuse, measure and N >= 1 judges checking on the GPU "
                          "at once")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
-                   LITE_LEVELS[build], precompile, concurrent)
+                   LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
+                   "torchcmp" not in flags_given, "alone" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -203,13 +212,15 @@ def run() -> dict:
     if any(path.lite == 3 for path in paths):
       fast_build.require_bind(header)
   results = {}
-  for name, launcher, fast, reuse, concurrency, lite, precompile, concurrent in paths:
+  for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
+       wide) in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
                                  triton_precompile=precompile, cuda_prebuild=precompile,
-                                 concurrent_reference=concurrent)
+                                 concurrent_reference=concurrent, fused_compare=fused,
+                                 wide_checks=wide)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -235,24 +246,27 @@ def run() -> dict:
     spread = copy_spread(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
-    reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
-                                             "shared_gpu_oom"))
+    reused, alone, wide, oom = (count(k) for k in ("reference_reused", "checks_alone",
+                                                   "check_width", "shared_gpu_oom"))
     precompiled = side_worker_summary(rows, "triton_precompile", "with_kernels",
                                       lambda p: bool(p.get("kernels")))
     prebuilt = side_worker_summary(rows, "cuda_prebuild", "built", lambda p: p.get("ok") is True)
+    fused_summary = fused_compare_summary(rows)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
-                     "checks_alone": alone, "shared_gpu_oom": oom,
+                     "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
                      "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
+                     "fused_compare": fused_summary,
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "timing_target_s": config.timing_target_s, "copy_spread": spread,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
-          f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
-          f"memory, {oom} judged again after running out of GPU memory)")
+          f"{config.gpu_concurrency} checking on the GPU at once, {wide} holding several slots "
+          f"and {alone} checked alone for memory, {oom} judged again after running out of GPU "
+          "memory)")
     if precompiled["started"]:
       print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
             f"compiled kernels, median wait {precompiled['median_waited_s']} s; "
@@ -260,6 +274,10 @@ def run() -> dict:
     if prebuilt["started"]:
       print(f"CUDA prebuilder: {prebuilt['built']} of {prebuilt['started']} built, median wait "
             f"{prebuilt['median_waited_s']} s; errors: {prebuilt['errors']}")
+    if fused_summary["judges"]:
+      print(f"fused comparison: {fused_summary['judges']} judges compiled it (median "
+            f"{fused_summary['median_compile_s']} s), {fused_summary['fused']} comparisons by it, "
+            f"{fused_summary['fallbacks']} by torch; errors: {fused_summary['errors']}")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
       s = r["stage_seconds"]
@@ -317,6 +335,17 @@ def side_worker_summary(rows: list[dict], key: str, done_name: str,
   return {"started": sum(bool(p) for p in pre), done_name: sum(bool(done(p)) for p in pre),
           "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
           "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
+
+
+def fused_compare_summary(rows: list[dict]) -> dict[str, Any]:
+  """How the judges' fused comparison went (evidence["fused_compare"]): how many compiled it,
+  the median compile time, comparisons it made and left to torch, the first distinct errors."""
+  fused = [(r.get("evidence") or {}).get("fused_compare") or {} for r in rows]
+  return {"judges": sum(bool(f) for f in fused),
+          "median_compile_s": _median([f["compile_s"] for f in fused if "compile_s" in f]),
+          "fused": sum(f.get("fused", 0) for f in fused),
+          "fallbacks": sum(f.get("fallbacks", 0) for f in fused),
+          "errors": sorted({f["error"][:100] for f in fused if f.get("error")})[:5]}
 
 
 def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:

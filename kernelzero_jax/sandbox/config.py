@@ -50,9 +50,13 @@ class SandboxConfig:
   # GPU judges whose untimed checks may run at once on one GPU (timing always has it alone).
   # 1: every judge has the GPU to itself from its first check to its last. More is for small
   # problems: the checks' memory adds up, so a problem whose inputs would not fit that many
-  # times is checked alone (judge.checks_fit), and a candidate that runs out of GPU memory while
-  # sharing is judged again alone (evaluate.shared_gpu_oom).
+  # times holds as many slots as its checks need (judge.check_width; all of them: checked
+  # alone), and a candidate that runs out of GPU memory while sharing is judged again alone
+  # (evaluate.shared_gpu_oom).
   gpu_concurrency: int = 1
+  # With gpu_concurrency > 1: checks of a problem too large for one slot hold as many as they
+  # need (judge.check_width) instead of the whole GPU, so that they still share it.
+  wide_checks: bool = True
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).
@@ -83,6 +87,11 @@ class SandboxConfig:
   # Correctness checks: the judge computes the reference's outputs for an input set while the
   # candidate's worker runs on its own copy of it, instead of after (nothing is timed then).
   concurrent_reference: bool = True
+  # Comparisons of float32 outputs on the GPU in one kernel, compiled by NVRTC in the judge's
+  # memory while the candidate builds, instead of about 20 torch ops (fused_compare.py); the
+  # same numbers, bit for bit. Anything the kernel does not take, or a failed compile, goes the
+  # torch way.
+  fused_compare: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.
