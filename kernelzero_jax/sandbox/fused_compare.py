@@ -190,6 +190,8 @@ class FusedCloseStats:
   def __init__(self, device: torch.device, cubin: bytes | None = None):
     from torch.cuda import _utils  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
+    if device.index is None:  # tensors name their device's index: cuda means the current one
+      device = torch.device(device.type, torch.cuda.current_device())
     self.device, self._fallback = device, problem._close_stats  # pylint: disable=protected-access
     t0 = time.perf_counter()
     if cubin is None:
