@@ -86,14 +86,18 @@ class WorkerHandle:
     import psutil  # pylint: disable=import-outside-toplevel
     deadline = time.monotonic() + timeout_s
     while True:
-      if self.conn.poll(POLL_S):
+      ready = self.conn.poll(POLL_S)
+      dead = not self.proc.is_alive() or self.proc.exitcode is not None
+      # A reply sent just before the exit can arrive after that poll gave up (the judge's thread
+      # descheduled in between, 16 cores building 24 candidates): looked for once more.
+      if ready or (dead and self.conn.poll(0)):
         try:
           return channel.recv(self.conn)
         except (EOFError, ConnectionError, OSError):
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
           raise StageFailure(V.RUNTIME_ERROR, f"{stage}: unreadable reply from worker: {e}")
-      if not self.proc.is_alive() or (self.proc.exitcode is not None):
+      if dead or not self.proc.is_alive():
         self.proc.join(timeout=1)
         raise StageFailure(V.COMPILE_ERROR if stage == "build" else V.RUNTIME_ERROR,
                            f"{stage}: worker died ({_describe_exit(self.proc.exitcode)})"
