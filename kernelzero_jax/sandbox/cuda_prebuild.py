@@ -92,9 +92,10 @@ def clear_for_worker(workdir: str, built: bool) -> int:
   batons = glob.glob(os.path.join(root, "*", "lock"))
   if not built:
     shutil.rmtree(root, ignore_errors=True)
-  for baton in batons if built else []:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(baton)
+  else:
+    for baton in batons:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(baton)
   return len(batons)
 
 

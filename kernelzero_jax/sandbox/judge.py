@@ -97,7 +97,7 @@ class WorkerHandle:
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
           raise StageFailure(V.RUNTIME_ERROR, f"{stage}: unreadable reply from worker: {e}")
-      if dead or not self.proc.is_alive():
+      if not self.proc.is_alive():  # dead before the poll, or while its reply was read
         self.proc.join(timeout=1)
         raise StageFailure(V.COMPILE_ERROR if stage == "build" else V.RUNTIME_ERROR,
                            f"{stage}: worker died ({_describe_exit(self.proc.exitcode)})"
