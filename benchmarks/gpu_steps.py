@@ -12,6 +12,8 @@ the verdicts given: the steps summed and their medians, and per problem the medi
 steps and of the held time per candidate. With `--smi_csv` (what `nvidia-smi
 --query-gpu=memory.used,utilization.gpu --format=csv,noheader -lms 1000` printed beside the
 run), also the GPU's peak memory and its utilisation from the first sample above 2 GiB on.
+Verdicts since the alone-first gate also carry the wall-clock bounds of each hold; laid side
+by side they give how long nobody held the GPU and how many judges held it at once.
 """
 
 from __future__ import annotations
@@ -96,6 +98,46 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
       "problems": problems}
 
 
+def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
+  """The judges' GPU holds (`evidence["gpu_holds"]`: wall-clock start, end, "alone" or
+  "shared") laid side by side: from the first hold's start to the last one's end, the seconds
+  in which somebody held the GPU, someone held it alone, and nobody held it; the mean and the
+  largest number of holders while somebody did; and how many alone holds overlapped another
+  hold by more than `slack_s` (the timestamps' rounding): the lock's promise, which must be 0."""
+  holds = [(float(h[0]), float(h[1]), h[2]) for r in rows
+           for h in ((r.get("evidence") or {}).get("gpu_holds") or [])
+           if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+  if not holds:
+    return {"holds": 0}
+  events = sorted([(start, 1, kind) for start, _, kind in holds] +
+                  [(end, -1, kind) for _, end, kind in holds], key=lambda e: (e[0], e[1]))
+  count = {"alone": 0, "shared": 0}
+  busy = alone = holder_seconds = 0.0
+  most = 0
+  last = events[0][0]
+  for t, step, kind in events:
+    held = count["alone"] + count["shared"]
+    if held:
+      busy += t - last
+      holder_seconds += (t - last) * held
+    if count["alone"]:
+      alone += t - last
+    count[kind] += step
+    most = max(most, count["alone"] + count["shared"])
+    last = t
+  overlapped = 0
+  for i, (start, end, kind) in enumerate(holds):
+    if kind == "alone" and any(min(end, e) - max(start, s) > slack_s
+                               for j, (s, e, _) in enumerate(holds) if j != i):
+      overlapped += 1
+  span = max(e for _, e, _ in holds) - min(s for s, _, _ in holds)
+  return {"holds": len(holds), "span_s": round(span, 1), "busy_s": round(busy, 1),
+          "alone_s": round(alone, 1), "idle_s": round(span - busy, 1),
+          "mean_holders_when_busy": round(holder_seconds / busy, 2) if busy else None,
+          "max_holders": most,
+          "alone_overlapped": overlapped}
+
+
 def smi_summary(path: str) -> dict[str, Any]:
   """Peak memory (MiB) and utilisation (%) from the first sample above 2 GiB on."""
   samples = []
@@ -126,7 +168,8 @@ def _define_flags() -> None:
 def main(argv: list[str]) -> None:
   del argv
   args = flags.FLAGS
-  summary = summarize(read_verdicts(args.verdicts, args.problem_regex, args.backend))
+  rows = read_verdicts(args.verdicts, args.problem_regex, args.backend)
+  summary = summarize(rows)
   print(f"{summary['num']} verdicts {summary['status']}; GPU held {summary['held_s_sum']} s in all")
   print(f"median total: {summary['median_total_s']['all']} s, "
         f"{summary['median_total_s']['correct']} s over the {summary['num_correct']} correct")
@@ -142,6 +185,7 @@ def main(argv: list[str]) -> None:
   for problem, p in summary["problems"].items():
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
+  print("\nGPU holds side by side:", hold_timeline(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
 

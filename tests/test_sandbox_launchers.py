@@ -325,3 +325,26 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   smi.write_text("0 MiB, 0 %\n3000 MiB, 40 %\n9000 MiB, 60 %\nbad line\n")
   assert gpu_steps.smi_summary(str(smi)) == {"samples": 2, "peak_mib": 9000,
                                             "utilization_mean": 50.0, "utilization_median": 50.0}
+
+
+def test_the_gpu_holds_laid_side_by_side():
+  """hold_timeline on hand-made holds: busy, alone and idle seconds, holders at once, and the
+  alone holds that overlapped another (which the lock must never let happen)."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  holds = lambda *hs: {"evidence": {"gpu_holds": [list(h) for h in hs]}}
+  rows = [holds((100.0, 102.0, "shared"), (104.0, 105.0, "alone")),
+          holds((101.0, 103.0, "shared"), (106.0, 106.5, "shared")),
+          holds((103.0, 103.5, "shared"), (103.0, 99.0, "shared"), (107.0, None, "alone")),
+          {"evidence": {}}, {}]
+  assert gpu_steps.hold_timeline(rows) == {
+      # 100-104 busy less nothing; 104-105 alone; 105-106 idle; 106-106.5 busy
+      "holds": 5, "span_s": 6.5, "busy_s": 5.0, "alone_s": 1.0, "idle_s": 1.5,
+      # 100-101: 1, 101-102: 2, 102-103: 1, 103-103.5: 1, 104-105: 1, 106-106.5: 1 -> 6 / 5
+      "mean_holders_when_busy": 1.2, "max_holders": 2, "alone_overlapped": 0}
+  rows.append(holds((104.5, 104.8, "shared")))
+  timeline = gpu_steps.hold_timeline(rows)
+  assert timeline["alone_overlapped"] == 1 and timeline["max_holders"] == 2
+  # within the timestamps' rounding is no overlap
+  assert gpu_steps.hold_timeline([holds((1.0, 2.0, "alone"), (1.999, 3.0, "shared"))])[
+      "alone_overlapped"] == 0
+  assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
