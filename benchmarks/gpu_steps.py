@@ -12,8 +12,9 @@ the verdicts given: the steps summed and their medians, and per problem the medi
 steps and of the held time per candidate. With `--smi_csv` (what `nvidia-smi
 --query-gpu=memory.used,utilization.gpu --format=csv,noheader -lms 1000` printed beside the
 run), also the GPU's peak memory and its utilisation from the first sample above 2 GiB on.
-Verdicts since the alone-first gate also carry the wall-clock bounds of each hold; laid side
-by side they give how long nobody held the GPU and how many judges held it at once.
+Verdicts since c869d18 also carry the wall-clock bounds of each hold (`evidence["gpu_holds"]`);
+laid side by side they give how long a judge held the GPU alone, how long nobody held it, and
+how many judges held it at once.
 """
 
 from __future__ import annotations

@@ -53,11 +53,6 @@ class SandboxConfig:
   # times is checked alone (judge.checks_fit), and a candidate that runs out of GPU memory while
   # sharing is judged again alone (evaluate.shared_gpu_oom).
   gpu_concurrency: int = 1
-  # With gpu_concurrency > 1: a judge waiting to have the GPU alone (its timing, or checks too
-  # large to share it) keeps new checks from starting, so that it waits only for the checks in
-  # flight (judge.gpu_slots). Without it, new checks keep taking the slots it has not reached
-  # while those it holds stay idle.
-  alone_first: bool = True
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).

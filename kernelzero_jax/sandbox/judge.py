@@ -192,57 +192,37 @@ def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
   return os.path.join(directory, name)
 
 
-def _gate_path(device_index: int, lock_dir: str | None) -> str:
-  return os.path.join(lock_dir or tempfile.gettempdir(),
-                      f"kernelzero_sandbox_gpu{device_index}.gate.lock")
-
-
-def _locked(path: str, blocking: bool = True):
-  """`path` opened and flock-ed exclusively, or None if `blocking` is False and it is taken."""
-  f = open(path, "a+")  # pylint: disable=consider-using-with
-  try:
-    fcntl.flock(f, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except BlockingIOError:
-    f.close()
-    return None
-  return f
-
-
 @contextlib.contextmanager
 def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
-              lock_dir: str | None = None, alone_first: bool = True):
+              lock_dir: str | None = None):
   """GPU work of all judges on one GPU, coordinated by `slots` lock files.
 
   Exclusive (timing, or everything when slots is 1) holds every slot, so nothing else runs on
   the GPU; shared (untimed correctness checks) holds one, so up to `slots` judges check at once.
   Slots are taken in index order by exclusive holders and one at a time by shared ones, and no
-  holder waits for a slot while holding another in shared mode: no deadlock.
-
-  With `alone_first` (and more than one slot), an exclusive holder also holds a gate lock from
-  its request to its release, and a shared one passes the gate before it looks for a slot: once
-  a judge waits to have the GPU alone, no new check starts, so it waits only for the checks in
-  flight. Without the gate, new checks keep taking the slots it has not reached yet while those
-  it has taken stay idle. All holders of one GPU must agree on `alone_first`."""
+  holder waits for a slot while holding another in shared mode: no deadlock."""
   files = []
-  gated = alone_first and slots > 1
   try:
     if exclusive:
-      if gated:  # held throughout: the slots drain behind it
-        files.append(_locked(_gate_path(device_index, lock_dir)))
       for slot in range(slots):
-        files.append(_locked(_lock_path(device_index, slot, lock_dir)))
+        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+        files.append(f)
+        fcntl.flock(f, fcntl.LOCK_EX)
     else:
-      if gated:  # waits while a judge waits for, or has, the GPU alone
-        _locked(_gate_path(device_index, lock_dir)).close()
       order = list(range(slots))
       random.Random(os.getpid()).shuffle(order)
       for slot in order:  # a free slot if there is one
-        f = _locked(_lock_path(device_index, slot, lock_dir), blocking=False)
-        if f is not None:
+        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+        try:
+          fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
           files.append(f)
           break
+        except BlockingIOError:
+          f.close()
       else:  # all busy: wait for one
-        files.append(_locked(_lock_path(device_index, order[0], lock_dir)))
+        f = open(_lock_path(device_index, order[0], lock_dir), "a+")  # pylint: disable=consider-using-with
+        files.append(f)
+        fcntl.flock(f, fcntl.LOCK_EX)
     yield
   finally:
     for f in reversed(files):
@@ -648,11 +628,12 @@ class Judge:
   def _gpu_hold(self, slots: int, exclusive: bool):
     """gpu_slots, with the time spent waiting for them added up in stage_seconds["gpu_wait"]."""
     t0 = time.perf_counter()
-    with gpu_slots(self.device.index or 0, slots, exclusive, alone_first=self.cfg.alone_first):
+    with gpu_slots(self.device.index or 0, slots, exclusive):
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
       # Wall-clock bounds of every hold, so that a run's holds can be laid side by side (how
-      # many judges had the GPU at once, and when nobody had it: benchmarks/gpu_steps.py).
+      # many judges had the GPU at once, and for how long one had it alone:
+      # benchmarks/gpu_steps.py).
       hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared"]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:

@@ -169,7 +169,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
       # The forwards and their checks hold a GPU slot, as a judge's checks do: never while a
       # judge of any pool or process times a kernel on this GPU, which they would disturb.
       gpu.enter_context(judge_lib.gpu_slots(job.get("gpu_index", 0), cfg.gpu_concurrency,
-                                            exclusive=False, alone_first=cfg.alone_first))
+                                            exclusive=False))
     tol = cfg.tolerance_for
     base = cfg.seed * 1_000_003
     runs = []
