@@ -259,6 +259,27 @@ def test_steps_after_the_build_are_named_and_cover_the_checks(both):
     assert caught and all("compare" in v.evidence["gpu_seconds"] for v in caught), launcher
 
 
+@pytest.mark.parametrize("exit_after_hold", [True, False])
+def test_the_worker_exits_after_the_hold_where_judges_share_the_gpu(exit_after_hold):
+  """With gpu_concurrency > 1 (and exit_after_hold), the worker frees its memory at the end of
+  the last check and is killed after the hold: its exit is a step of its own, off the hold.
+  The verdict is the same either way."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge import STEPS_OFF_THE_HOLD  # pylint: disable=import-outside-toplevel
+  verdicts = {}
+  for slots in (1, 2):
+    config = dataclasses.replace(faults.CONFIG, gpu_concurrency=slots,
+                                 exit_after_hold=exit_after_hold)
+    with SandboxPool(config, max_parallel=1, launcher="zygote") as pool:
+      [verdicts[slots]] = pool.evaluate([_honest_job()])
+  assert verdicts[1].correct and verdicts[2].correct, verdicts
+  assert "worker_exit" in STEPS_OFF_THE_HOLD
+  for slots, v in verdicts.items():
+    steps = v.evidence["gpu_seconds"]
+    assert "cleanup" in steps, steps
+    assert ("worker_exit" in steps) == (exit_after_hold and slots > 1), (slots, steps)
+
+
 def test_startup_seconds_drop_what_a_candidate_could_forge():
   """The worker reports its steps after the candidate ran: only finite numbers are kept."""
   from kernelzero_jax.sandbox.judge import startup_seconds  # pylint: disable=import-outside-toplevel
