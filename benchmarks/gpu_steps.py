@@ -102,12 +102,22 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
 def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
   """The judges' GPU holds (`evidence["gpu_holds"]`: wall-clock start, end, "alone" or
   "shared") laid side by side: from the first hold's start to the last one's end, the seconds
-  in which somebody held the GPU, someone held it alone, and nobody held it; the mean and the
-  largest number of holders while somebody did; and how many alone holds overlapped another
-  hold by more than `slack_s` (the timestamps' rounding): the lock's promise, which must be 0."""
-  holds = [(float(h[0]), float(h[1]), h[2]) for r in rows
-           for h in ((r.get("evidence") or {}).get("gpu_holds") or [])
-           if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+  in which somebody held the GPU, someone held it alone (of them, the judges of problems too
+  large to share it: `checks_alone`), and nobody held it; the alone seconds per judged
+  candidate, and the most candidates a minute that leaves (were the shared checks free); the
+  mean and the largest number of holders while somebody held it; and how many alone holds
+  overlapped another hold by more than `slack_s` (the timestamps' rounding): the lock's
+  promise, which must be 0."""
+  holds, large = [], 0.0
+  judged = 0  # verdicts with a hold
+  for r in rows:
+    evidence = r.get("evidence") or {}
+    mine = [(float(h[0]), float(h[1]), h[2]) for h in evidence.get("gpu_holds") or []
+            if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+    holds += mine
+    judged += bool(mine)
+    if "checks_alone" in evidence:
+      large += sum(end - start for start, end, kind in mine if kind == "alone")
   if not holds:
     return {"holds": 0}
   events = sorted([(start, 1, kind) for start, _, kind in holds] +
@@ -133,7 +143,10 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
       overlapped += 1
   span = max(e for _, e, _ in holds) - min(s for s, _, _ in holds)
   return {"holds": len(holds), "span_s": round(span, 1), "busy_s": round(busy, 1),
-          "alone_s": round(alone, 1), "idle_s": round(span - busy, 1),
+          "alone_s": round(alone, 1), "alone_large_problems_s": round(large, 1),
+          "alone_per_candidate_s": round(alone / judged, 3),
+          "per_minute_bound": round(60 * judged / alone, 1) if alone else None,
+          "idle_s": round(span - busy, 1),
           "mean_holders_when_busy": round(holder_seconds / busy, 2) if busy else None,
           "max_holders": most,
           "alone_overlapped": overlapped}

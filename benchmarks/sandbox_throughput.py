@@ -3,9 +3,8 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:exitunder]: judges forked
-from the warm server (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions
-built with the
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp]: judges forked from the warm server
+(`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
 kz_torch_lite_bind.h too (`lite_main`), with that binding header precompiled (`lite_pch`, the
@@ -18,9 +17,7 @@ beside their worker: Triton's without the precompiler (sandbox/triton_precompile
 without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the
 judge computing the reference's outputs after the candidate's run instead of during it
 (SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
-of the fused kernel (SandboxConfig.fused_compare); with `exitunder`, the worker killed under the
-GPU hold after the last check instead of after the hold (SandboxConfig.exit_after_hold). The
-trailing flags come in any order. With a
+of the fused kernel (SandboxConfig.fused_compare). The trailing flags come in any order. With a
 fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
@@ -60,8 +57,8 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp", "exitunder")
-PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:exitunder]"
+PATH_FLAGS = ("nopre", "serial", "torchcmp")
+PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp]"
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -161,13 +158,12 @@ class BenchPath(NamedTuple):
   precompile: bool = True
   concurrent: bool = True  # the reference's outputs computed while the candidate runs
   fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
-  exit_after_hold: bool = True  # the worker killed after the GPU hold, not under it
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
-  instead of the fused kernel; `exitunder`: the worker killed under the GPU hold)."""
+  instead of the fused kernel)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given = set()
@@ -185,7 +181,7 @@ def parse_path(path: str) -> BenchPath:
                          "at once")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
-                   "torchcmp" not in flags_given, "exitunder" not in flags_given)
+                   "torchcmp" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -213,15 +209,13 @@ def run() -> dict:
     if any(path.lite == 3 for path in paths):
       fast_build.require_bind(header)
   results = {}
-  for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       exit_after_hold) in paths:
+  for name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
                                  triton_precompile=precompile, cuda_prebuild=precompile,
-                                 concurrent_reference=concurrent, fused_compare=fused,
-                                 exit_after_hold=exit_after_hold)
+                                 concurrent_reference=concurrent, fused_compare=fused)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

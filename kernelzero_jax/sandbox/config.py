@@ -83,9 +83,6 @@ class SandboxConfig:
   # Correctness checks: the judge computes the reference's outputs for an input set while the
   # candidate's worker runs on its own copy of it, instead of after (nothing is timed then).
   concurrent_reference: bool = True
-  # With gpu_concurrency > 1: after the last check, the worker frees its GPU memory under the
-  # GPU hold and exits after it, instead of exiting under the hold (judge._post_check).
-  exit_after_hold: bool = True
   # Comparisons of float32 outputs on the GPU in one kernel, compiled by NVRTC in the judge's
   # memory while the candidate builds, instead of about 20 torch ops (fused_compare.py); the
   # same numbers, bit for bit. Anything the kernel does not take, or a failed compile, goes the

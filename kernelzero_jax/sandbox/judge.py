@@ -34,7 +34,7 @@ from kernelzero_jax.sandbox.config import SandboxConfig
 POLL_S = 0.05
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
-STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct", "release", "worker_exit")
+STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct", "release")
 _PR_SET_CHILD_SUBREAPER = 36
 # True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
 # that has torch imported but no CUDA context yet, instead of spawning a fresh interpreter.
@@ -522,10 +522,6 @@ class Judge:
         self._release_gpu_memory()
       with hold(exclusive=False):
         self._post_check(base)
-    if self.worker is not None:
-      with self._step("worker_exit"):  # after the hold (_post_check says why)
-        self.worker.kill()
-        self.worker = None
     if v.candidate_ms and v.reference_ms:
       v.speedup = v.reference_ms / v.candidate_ms
     if v.compile_ms and v.candidate_ms:
@@ -685,25 +681,12 @@ class Judge:
     v.stage_seconds["timing"] = round(time.perf_counter() - t0, 3)
 
   def _post_check(self, base: int) -> None:
-    """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next.
-
-    The next holder needs the memory, not the worker gone: with `exit_after_hold` on a GPU
-    shared between judges, the worker frees its memory (after a device-wide synchronize) and
-    exits after the hold (_evaluate), as a failed candidate's worker always has (Judge.run).
-    Its exit, the teardown of its CUDA context, took 0.18-0.33 s (medians) on an H200, with
-    the GPU used by nobody. Only where checks share the GPU: there a worker keeps what it holds
-    while it waits for its timing anyway, and a candidate that runs out of memory is judged
-    again alone (evaluate.shared_gpu_oom); with one slot, nothing but the holder's own worker
-    is on the GPU."""
+    """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next."""
     self.verdict.stage = "post_check"
     self._check_seed(base + 999_983, profile=True, stage="post_check")
     with self._step("cleanup"):
-      if self.cfg.exit_after_hold and self.cfg.gpu_concurrency > 1:
-        self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
-                                         "post_check"), "post_check")
-      else:
-        self.worker.kill()
-        self.worker = None
+      self.worker.kill()
+      self.worker = None
       del self.ref_model
       if self.device.type == "cuda":
         self.torch.cuda.empty_cache()

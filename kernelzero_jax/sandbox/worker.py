@@ -371,7 +371,6 @@ class _Worker:
                             msg["min_trials"])
         elif cmd == "release":  # the last reply's tensors went with _held; give the GPU back
           if self.device.type == "cuda":
-            self.torch.cuda.synchronize()  # nothing of this worker's left running on the GPU
             self.torch.cuda.empty_cache()
           reply = {"ok": True}
         else:
