@@ -52,6 +52,7 @@ from typing import Any, Callable, NamedTuple
 from absl import app
 from absl import flags
 
+from benchmarks.gpu_steps import hold_timeline
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
@@ -240,6 +241,7 @@ def run() -> dict:
     startup = _startup_medians(rows)
     spread = copy_spread(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
+    holds = hold_timeline(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                              "shared_gpu_oom"))
@@ -255,7 +257,7 @@ def run() -> dict:
                      "fused_compare": fused_summary,
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
-                     "timing_target_s": config.timing_target_s, "copy_spread": spread,
+                     "gpu_holds": holds, "timing_target_s": config.timing_target_s, "copy_spread": spread,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
@@ -283,6 +285,8 @@ def run() -> dict:
       print(f"median {side} start-up steps (s): " + ", ".join(f"{k} {v}" for k, v in med.items()))
     # ...and what a candidate's GPU time (correctness, timing) is made of
     print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items()))
+    if holds["holds"]:  # ...and how the judges' holds lay side by side (gpu_steps.hold_timeline)
+      print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
     if spread["problems"]:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
             f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "
