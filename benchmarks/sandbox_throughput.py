@@ -257,7 +257,8 @@ def run() -> dict:
                      "fused_compare": fused_summary,
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
-                     "gpu_holds": holds, "timing_target_s": config.timing_target_s, "copy_spread": spread,
+                     "gpu_holds": holds, "timing_target_s": config.timing_target_s,
+                     "copy_spread": spread,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
