@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp]: judges forked from the warm server
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]: judges forked from the warm server
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -17,7 +17,9 @@ beside their worker: Triton's without the precompiler (sandbox/triton_precompile
 without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the
 judge computing the reference's outputs after the candidate's run instead of during it
 (SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
-of the fused kernel (SandboxConfig.fused_compare). The trailing flags come in any order. With a
+of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
+than one slot's memory checked with the GPU alone instead of on several slots
+(SandboxConfig.wide_checks). The trailing flags come in any order. With a
 fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
@@ -58,8 +60,8 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp")
-PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp]"
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone")
+PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]"
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -159,12 +161,13 @@ class BenchPath(NamedTuple):
   precompile: bool = True
   concurrent: bool = True  # the reference's outputs computed while the candidate runs
   fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
+  wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
-  instead of the fused kernel)."""
+  instead of the fused kernel; `alone`: problems too large for one slot checked alone)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given = set()
@@ -182,7 +185,7 @@ def parse_path(path: str) -> BenchPath:
                          "at once")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
-                   "torchcmp" not in flags_given)
+                   "torchcmp" not in flags_given, "alone" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -210,13 +213,15 @@ def run() -> dict:
     if any(path.lite == 3 for path in paths):
       fast_build.require_bind(header)
   results = {}
-  for name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused in paths:
+  for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
+       wide) in paths:
     config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
                                  triton_precompile=precompile, cuda_prebuild=precompile,
-                                 concurrent_reference=concurrent, fused_compare=fused)
+                                 concurrent_reference=concurrent, fused_compare=fused,
+                                 wide_checks=wide)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -243,8 +248,8 @@ def run() -> dict:
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     holds = hold_timeline(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
-    reused, alone, oom = (count(k) for k in ("reference_reused", "checks_alone",
-                                             "shared_gpu_oom"))
+    reused, alone, wide, oom = (count(k) for k in ("reference_reused", "checks_alone",
+                                                   "check_width", "shared_gpu_oom"))
     precompiled = side_worker_summary(rows, "triton_precompile", "with_kernels",
                                       lambda p: bool(p.get("kernels")))
     prebuilt = side_worker_summary(rows, "cuda_prebuild", "built", lambda p: p.get("ok") is True)
@@ -252,7 +257,7 @@ def run() -> dict:
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
-                     "checks_alone": alone, "shared_gpu_oom": oom,
+                     "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
                      "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
                      "fused_compare": fused_summary,
                      "medians": by_backend,
@@ -262,8 +267,9 @@ def run() -> dict:
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
-          f"{config.gpu_concurrency} checking on the GPU at once, {alone} checked alone for "
-          f"memory, {oom} judged again after running out of GPU memory)")
+          f"{config.gpu_concurrency} checking on the GPU at once, {wide} holding several slots "
+          f"and {alone} checked alone for memory, {oom} judged again after running out of GPU "
+          "memory)")
     if precompiled["started"]:
       print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
             f"compiled kernels, median wait {precompiled['median_waited_s']} s; "

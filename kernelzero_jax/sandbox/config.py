@@ -50,9 +50,13 @@ class SandboxConfig:
   # GPU judges whose untimed checks may run at once on one GPU (timing always has it alone).
   # 1: every judge has the GPU to itself from its first check to its last. More is for small
   # problems: the checks' memory adds up, so a problem whose inputs would not fit that many
-  # times is checked alone (judge.checks_fit), and a candidate that runs out of GPU memory while
-  # sharing is judged again alone (evaluate.shared_gpu_oom).
+  # times holds as many slots as its checks need (judge.check_width; all of them: checked
+  # alone), and a candidate that runs out of GPU memory while sharing is judged again alone
+  # (evaluate.shared_gpu_oom).
   gpu_concurrency: int = 1
+  # With gpu_concurrency > 1: checks of a problem too large for one slot hold as many as they
+  # need (judge.check_width) instead of the whole GPU, so that they still share it.
+  wide_checks: bool = True
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).

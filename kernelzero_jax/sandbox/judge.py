@@ -194,41 +194,50 @@ def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
 
 @contextlib.contextmanager
 def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
-              lock_dir: str | None = None):
+              lock_dir: str | None = None, width: int = 1):
   """GPU work of all judges on one GPU, coordinated by `slots` lock files.
 
   Exclusive (timing, or everything when slots is 1) holds every slot, so nothing else runs on
-  the GPU; shared (untimed correctness checks) holds one, so up to `slots` judges check at once.
-  Slots are taken in index order by exclusive holders and one at a time by shared ones, and no
-  holder waits for a slot while holding another in shared mode: no deadlock."""
+  the GPU; shared (untimed correctness checks) holds `width` of them (one group of consecutive
+  slots: 0..width-1, width..2*width-1, ...), so checks of a problem whose memory would not fit
+  `slots` times still share the GPU with `slots / width` others (check_width). A free group is
+  taken if there is one; otherwise the holder waits for one. Whoever waits while holding a slot
+  takes its slots in index order, and single slots are taken without waiting for another: no
+  deadlock."""
+  width = slots if exclusive else max(1, min(width, slots))
+  groups = [range(g * width, (g + 1) * width) for g in range(slots // width)]
+  order = list(range(len(groups)))
+  random.Random(os.getpid()).shuffle(order)
   files = []
-  try:
-    if exclusive:
-      for slot in range(slots):
-        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
-        files.append(f)
-        fcntl.flock(f, fcntl.LOCK_EX)
-    else:
-      order = list(range(slots))
-      random.Random(os.getpid()).shuffle(order)
-      for slot in order:  # a free slot if there is one
-        f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
-        try:
-          fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-          files.append(f)
-          break
-        except BlockingIOError:
-          f.close()
-      else:  # all busy: wait for one
-        f = open(_lock_path(device_index, order[0], lock_dir), "a+")  # pylint: disable=consider-using-with
-        files.append(f)
-        fcntl.flock(f, fcntl.LOCK_EX)
-    yield
-  finally:
+
+  def take(slot: int, wait: bool) -> bool:
+    f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      f.close()
+      return False
+    files.append(f)
+    return True
+
+  def release() -> None:
     for f in reversed(files):
       with contextlib.suppress(OSError):
         fcntl.flock(f, fcntl.LOCK_UN)
       f.close()
+    files.clear()
+
+  try:
+    for g in order:  # a free group if there is one
+      if all(take(slot, wait=False) for slot in groups[g]):
+        break
+      release()
+    else:  # all busy: wait for one, its slots in index order
+      for slot in groups[order[0]]:
+        take(slot, wait=True)
+    yield
+  finally:
+    release()
 
 
 # What one correctness check holds on the GPU at its peak, in input sets: the judge's inputs,
@@ -247,10 +256,22 @@ JUDGE_GPU_BYTES = 1400 * 2**20
 
 def checks_fit(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
   """Whether `slots` correctness checks of a problem whose input set has `input_bytes` fit in a
-  GPU of `gpu_bytes` at once, beside `judges` judges' processes (sandbox/judge.py shares the
-  GPU between checks only then)."""
+  GPU of `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the
+  slots: check_width)."""
   return (CHECK_MEMORY_FACTOR * input_bytes * slots
           <= CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES)
+
+
+def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
+  """How many of `slots` slots a correctness check of a problem whose input set has
+  `input_bytes` holds (gpu_slots' width): each slot stands for 1/slots of the memory that
+  checks_fit lets checks fill, so that checks of any problems holding the slots at once fit: 1
+  when `slots` such checks fit (checks_fit), `slots` (the GPU alone) when one check needs more
+  than `slots - 1` slots' share."""
+  room = CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES
+  if room <= 0:
+    return slots
+  return max(1, min(slots, math.ceil(CHECK_MEMORY_FACTOR * input_bytes * slots / room)))
 
 
 def startup_seconds(built: dict[str, Any], worker_started: float,
@@ -497,30 +518,32 @@ class Judge:
 
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
-    hold = lambda exclusive: self._gpu_hold(slots, exclusive) if cuda else contextlib.nullcontext()
+    hold = lambda exclusive, width=1: (self._gpu_hold(slots, exclusive, width) if cuda
+                                       else contextlib.nullcontext())
     base = cfg.seed * 1_000_003
     # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
-    # slot; when `slots` judges' checks of this problem would not fit in the GPU's memory at
-    # once; and when a candidate that ran out of memory on a shared GPU anyway is judged again
-    # (evaluate.shared_gpu_oom).
-    if slots == 1 or self.job.get("exclusive_gpu") or not self._checks_fit(slots):
+    # slot; when one check of this problem needs the memory of all the slots (check_width;
+    # otherwise its checks hold as many as they need); and when a candidate that ran out of
+    # memory on a shared GPU anyway is judged again (evaluate.shared_gpu_oom).
+    width = self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu") else slots
+    if width == slots:
       with hold(exclusive=True):
         self._checks(base)
         if cuda and cfg.timing:
           self._timed(base)
         self._post_check(base)
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
-      with hold(exclusive=False):
+      with hold(exclusive=False, width=width):
         self._checks(base)
       if cfg.timing:
         # While it waits for the GPU alone, a judge holds no memory its checks left behind:
-        # judges waiting to time are not among the `slots` that checks_fit counts...
+        # judges waiting to time are not among the `slots` that check_width counts...
         self._release_gpu_memory()
         with hold(exclusive=True):
           self._timed(base)
         # ...nor, waiting to check once more, what its timing's input sets left.
         self._release_gpu_memory()
-      with hold(exclusive=False):
+      with hold(exclusive=False, width=width):
         self._post_check(base)
     if v.candidate_ms and v.reference_ms:
       v.speedup = v.reference_ms / v.candidate_ms
@@ -600,19 +623,24 @@ class Judge:
                                        "release"), "release")
       self.torch.cuda.empty_cache()
 
-  def _checks_fit(self, slots: int) -> bool:
-    """Whether `slots` judges can check this problem on the GPU at once, beside the processes of
-    the pool's other judges on this GPU (checks_fit). Unknown input sizes count as fitting."""
+  def _check_width(self, slots: int) -> int:
+    """How many of the `slots` this judge's checks hold (check_width), beside the processes of
+    the pool's other judges on this GPU (evidence["check_width"]; evidence["checks_alone"] when
+    that is all of them, as it is for any more than one without SandboxConfig.wide_checks).
+    Unknown input sizes take one."""
     nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
     if nbytes is None:
-      return True
+      return 1
     total = self.torch.cuda.get_device_properties(self.device).total_memory
     judges = max(1, int(self.job.get("judges_on_gpu") or 1))
-    if checks_fit(nbytes, slots, total, judges):
-      return True
-    self.verdict.evidence["checks_alone"] = {"input_bytes": nbytes, "slots": slots,
-                                             "gpu_bytes": total, "judges_on_gpu": judges}
-    return False
+    width = check_width(nbytes, slots, total, judges)
+    if width > 1 and not self.cfg.wide_checks:
+      width = slots
+    if width > 1:
+      self.verdict.evidence["checks_alone" if width == slots else "check_width"] = {
+          "input_bytes": nbytes, "slots": slots, "width": width, "gpu_bytes": total,
+          "judges_on_gpu": judges}
+    return width
 
   @contextlib.contextmanager
   def _step(self, name: str):
@@ -625,10 +653,10 @@ class Judge:
       self.verdict.evidence["gpu_seconds"] = dict(self.steps)
 
   @contextlib.contextmanager
-  def _gpu_hold(self, slots: int, exclusive: bool):
+  def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1):
     """gpu_slots, with the time spent waiting for them added up in stage_seconds["gpu_wait"]."""
     t0 = time.perf_counter()
-    with gpu_slots(self.device.index or 0, slots, exclusive):
+    with gpu_slots(self.device.index or 0, slots, exclusive, width=width):
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
       # Wall-clock bounds of every hold, so that a run's holds can be laid side by side (how
