@@ -1,4 +1,5 @@
-r"""Which KernelBench problems a judge checks alone at a given gpu_concurrency (CPU only).
+r"""Which KernelBench problems a judge checks alone, or on several slots, at a given
+gpu_concurrency (CPU only).
 
     python -m benchmarks.checks_alone --kernelbench_dir=../shared/kernelbench \
         --slots=2,4,8,16 --gpu_gib=139.8 --judges=16
@@ -6,8 +7,9 @@ r"""Which KernelBench problems a judge checks alone at a given gpu_concurrency (
 For every level-1/2 problem: its input bytes, read by running get_inputs on the meta device
 (sandbox/problem.input_bytes), and for each slot count whether that many correctness checks fit
 in a GPU of --gpu_gib at once beside --judges judges' processes (SandboxPool's max_parallel per
-GPU; sandbox/judge.checks_fit); the judge checks alone when they do not. 139.8 GiB is the
-H200's total memory as torch reports it.
+GPU; sandbox/judge.checks_fit); when they do not, a check holds as many slots as its memory
+needs (sandbox/judge.check_width), all of them being the GPU alone. 139.8 GiB is the H200's
+total memory as torch reports it.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ def main(argv):
         f"{len(unknown)} {unknown}")
   gpu_bytes = int(_GPU_GIB.value * 2**30)
   for slots in map(int, _SLOTS.value):
-    alone = sorted(k for k, b in sizes.items() if not judge.checks_fit(b, slots, gpu_bytes,
-                                                                      _JUDGES.value))
-    print(f"gpu_concurrency={slots}, {_JUDGES.value} judges: {len(alone)} of {len(sizes)} "
-          "checked alone")
-    for key in alone:
-      print(f"  {key}: inputs {sizes[key] / 2**30:.2f} GiB")
+    widths = {k: judge.check_width(b, slots, gpu_bytes, _JUDGES.value) for k, b in sizes.items()}
+    wide = sorted(k for k, w in widths.items() if w > 1)
+    print(f"gpu_concurrency={slots}, {_JUDGES.value} judges: "
+          f"{sum(w == slots for w in widths.values())} of {len(sizes)} checked alone, "
+          f"{sum(1 < w < slots for w in widths.values())} on several slots")
+    for key in wide:
+      where = "alone" if widths[key] == slots else f"{widths[key]} slots"
+      print(f"  {key}: inputs {sizes[key] / 2**30:.2f} GiB, {where}")
 
 
 if __name__ == "__main__":

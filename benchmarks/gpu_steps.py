@@ -74,6 +74,7 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     problems[problem] = {
         "n": len(group),
         "checks_alone": sum("checks_alone" in (r.get("evidence") or {}) for r in group),
+        "checks_wide": sum("check_width" in (r.get("evidence") or {}) for r in group),
         **{name: round(step(name), 3) for name in PER_PROBLEM},
         "held_s": round(statistics.median(held_seconds(r) for r in group), 2)}
   totals = lambda rs: [r["stage_seconds"]["total"] for r in rs
@@ -194,10 +195,10 @@ def main(argv: list[str]) -> None:
   for name, s in sorted(summary["steps"].items(), key=lambda kv: -kv[1]["sum"]):
     held = "" if name not in OFF_HOLD else "  (not under the hold)"
     print(f"{name:28s} {s['n']:4d} {s['sum']:8.1f} {s['median']:9.3f}{held}")
-  print(f"\n{'problem':42s} {'n':>3s} {'alone':>5s} "
+  print(f"\n{'problem':42s} {'n':>3s} {'alone':>5s} {'wide':>4s} "
         + " ".join(f"{n[:12]:>12s}" for n in PER_PROBLEM) + f" {'held s':>7s}")
   for problem, p in summary["problems"].items():
-    print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} "
+    print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} {p['checks_wide']:4d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
   print("\nGPU holds side by side:", hold_timeline(rows))
   if flags.FLAGS.smi_csv:

@@ -81,6 +81,54 @@ def test_one_slot_is_one_holder_at_a_time(tmp_path):
   assert not rec.violations and rec.max_shared == 1
 
 
+class SlotRecorder:
+  """How many slots the holders inside hold together, and the most seen."""
+
+  def __init__(self, slots: int):
+    self.lock, self.slots = threading.Lock(), slots
+    self.held = self.most = self.most_holders = self.holders = 0
+    self.violations = []
+
+  def enter(self, width: int):
+    with self.lock:
+      self.held += width
+      self.holders += 1
+      self.most, self.most_holders = max(self.most, self.held), max(self.most_holders,
+                                                                    self.holders)
+      if self.held > self.slots:
+        self.violations.append(self.held)
+
+  def leave(self, width: int):
+    with self.lock:
+      self.held -= width
+      self.holders -= 1
+
+
+@pytest.mark.parametrize("widths", [[2] * 6, [2, 2, 1, 1, 1, 4, 3, 1], [3, 3, 1, 1, 1]],
+                         ids=["pairs", "mixed", "threes"])
+def test_wide_holders_hold_their_slots_and_share_the_rest(tmp_path, widths):
+  slots = 4
+  rec = SlotRecorder(slots)
+
+  def work(width: int):
+    for _ in range(3):
+      exclusive = width == slots
+      with gpu_slots(0, slots, exclusive, lock_dir=str(tmp_path), width=width):
+        rec.enter(width)
+        time.sleep(0.04)
+        rec.leave(width)
+
+  threads = [threading.Thread(target=work, args=(w,)) for w in widths]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(timeout=60)
+  assert not any(t.is_alive() for t in threads), "deadlock"
+  assert not rec.violations, rec.violations[:3]  # never more than the 4 slots' worth
+  assert rec.most_holders >= 2  # and wide ones do share: two pairs, or a three and a one
+  assert rec.most == slots
+
+
 def test_gpu_concurrency_must_be_positive():
   with pytest.raises(ValueError, match="gpu_concurrency"):
     SandboxConfig(gpu_concurrency=0)

@@ -55,6 +55,33 @@ def test_checks_share_the_gpu_only_when_they_fit_at_once():
   assert not judge_lib.checks_fit(int(room) // 20 + 1, 4, gpu, judges=10)
   assert not judge_lib.checks_fit(6 * GiB, 3, 140 * GiB, judges=24)
 
+
+def test_a_check_too_large_to_share_with_all_holds_as_many_slots_as_its_memory_needs():
+  # Each slot stands for a quarter of the room checks_fit counts (80% of the GPU, less every
+  # judge's processes): 79.2 GiB of an H200-sized 140 GiB beside 24 judges, 19.8 GiB a slot.
+  h200, judges = 140 * GiB, 24
+  assert judge_lib.check_width(1 * GiB, 4, h200, judges) == 1  # 5 GiB a check
+  assert judge_lib.check_width(6 * GiB, 4, h200, judges) == 2  # the elementwise problems: 30 GiB
+  assert judge_lib.check_width(8 * GiB, 4, h200, judges) == 3  # level 1 problem 4: 40 GiB
+  assert judge_lib.check_width(12 * GiB, 4, h200, judges) == 4  # 60 GiB > 3 slots: alone
+  assert judge_lib.check_width(100 * GiB, 4, h200, judges) == 4
+  assert judge_lib.check_width(1, 4, 10 * judge_lib.JUDGE_GPU_BYTES, judges=20) == 4  # no room
+  assert judge_lib.check_width(6 * GiB, 1, h200, judges) == 1  # the one slot: the GPU alone
+  # One slot exactly when checks_fit says `slots` of them fit; otherwise the fewest slots whose
+  # share of the room holds one check, or all of them.
+  room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
+  need = lambda nbytes: judge_lib.CHECK_MEMORY_FACTOR * nbytes
+  for nbytes in range(0, 40 * GiB, GiB // 3):
+    for slots in (1, 2, 3, 4, 8):
+      width = judge_lib.check_width(nbytes, slots, h200, judges)
+      assert 1 <= width <= slots
+      if slots > 1:  # (one slot: every check holds the GPU alone)
+        assert (width == 1) == judge_lib.checks_fit(nbytes, slots, h200, judges)
+      if width > 1:
+        assert need(nbytes) > (width - 1) * room / slots
+      if width < slots:
+        assert need(nbytes) <= width * room / slots
+
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
 OOM_REASONS = {
     "torch": "judge failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.",

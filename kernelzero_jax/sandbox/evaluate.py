@@ -304,7 +304,7 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
   (judge.share_facts; SandboxPool.facts_path): the judge reads what is there when it needs a
   fact about the reference, instead of measuring it again, and adds what it measured.
   `judges_on_gpu`: how many judges may run on its GPU at once (their processes' memory is not
-  there for checks to share: judge.checks_fit)."""
+  there for checks to share: judge.check_width)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

@@ -34,7 +34,7 @@ from kernelzero_jax.sandbox.config import SandboxConfig
 POLL_S = 0.05
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
-STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct", "release")
+STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
 _PR_SET_CHILD_SUBREAPER = 36
 # True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
 # that has torch imported but no CUDA context yet, instead of spawning a fresh interpreter.
@@ -533,16 +533,20 @@ class Judge:
           self._timed(base)
         self._post_check(base)
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
+      # A judge gives back the memory of its checks and of its timing *before* it lets go of
+      # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
+      # not among those that check_width counts. (Freed after the hold, as until this commit,
+      # the worker's last inputs and outputs and the judge's cached input sets, up to 5 input
+      # sets in all, were still there when the next check allocated: on an H200, 21-25 of 69
+      # candidates of the 6-8 GiB problems ran out of memory with wide checks.)
       with hold(exclusive=False, width=width):
         self._checks(base)
+        if cfg.timing:
+          self._release_gpu_memory()
       if cfg.timing:
-        # While it waits for the GPU alone, a judge holds no memory its checks left behind:
-        # judges waiting to time are not among the `slots` that check_width counts...
-        self._release_gpu_memory()
         with hold(exclusive=True):
           self._timed(base)
-        # ...nor, waiting to check once more, what its timing's input sets left.
-        self._release_gpu_memory()
+          self._release_gpu_memory()
       with hold(exclusive=False, width=width):
         self._post_check(base)
     if v.candidate_ms and v.reference_ms:
