@@ -30,6 +30,9 @@ from absl import flags
 
 from kernelzero_jax.sandbox.judge import STEPS_OFF_THE_HOLD as OFF_HOLD
 
+# Allocated memory that a judge or worker may keep after a release: its model's parameters (a few
+# hundred MiB at most in KernelBench levels 1 and 2), not an input set.
+MIB_LEFT_OK = 1024
 PER_PROBLEM = ("candidate_construct", "candidate_init", "compare", "audits", "reference_checks")
 
 
@@ -151,6 +154,22 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
           "mean_holders_when_busy": round(holder_seconds / busy, 2) if busy else None,
           "max_holders": most,
           "alone_overlapped": overlapped}
+
+
+def left_after_release(rows: list[dict]) -> dict[str, Any]:
+  """What judges and workers still had allocated on the GPU after giving back a check's or a
+  timing's memory before leaving a hold (`evidence["left_after_release"]`: [judge bytes, worker
+  bytes] per release): how many releases, the largest of each side in MiB, and how many left
+  more than `MIB_LEFT_OK` MiB on either side (memory that the next holder's checks would not
+  find, as checks_fit counts nobody outside the holds)."""
+  pairs = [p for r in rows for p in (r.get("evidence") or {}).get("left_after_release") or []]
+  mib = lambda side: [p[side] / 2**20 for p in pairs if isinstance(p[side], (int, float))]
+  judge, worker = mib(0), mib(1)
+  return {"releases": len(pairs),
+          "judge_max_mib": round(max(judge), 1) if judge else None,
+          "worker_max_mib": round(max(worker), 1) if worker else None,
+          "over_ok": sum(any(isinstance(b, (int, float)) and b / 2**20 > MIB_LEFT_OK for b in p)
+                         for p in pairs)}
 
 
 def smi_summary(path: str) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from typing import Any, Callable, NamedTuple
 from absl import app
 from absl import flags
 
-from benchmarks.gpu_steps import hold_timeline
+from benchmarks.gpu_steps import hold_timeline, left_after_release
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
@@ -247,6 +247,7 @@ def run() -> dict:
     spread = copy_spread(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     holds = hold_timeline(rows)
+    left = left_after_release(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, wide, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                                    "check_width", "shared_gpu_oom"))
@@ -262,7 +263,8 @@ def run() -> dict:
                      "fused_compare": fused_summary,
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
-                     "gpu_holds": holds, "timing_target_s": config.timing_target_s,
+                     "gpu_holds": holds, "left_after_release": left,
+                     "timing_target_s": config.timing_target_s,
                      "copy_spread": spread,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
@@ -294,6 +296,8 @@ def run() -> dict:
     print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items()))
     if holds["holds"]:  # ...and how the judges' holds lay side by side (gpu_steps.hold_timeline)
       print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
+    if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
+      print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
     if spread["problems"]:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
             f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "

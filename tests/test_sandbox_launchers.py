@@ -353,3 +353,18 @@ def test_the_gpu_holds_laid_side_by_side():
       "alone_overlapped"] == 0
   assert gpu_steps.hold_timeline([holds((1.0, 2.0, "shared"))])["per_minute_bound"] is None
   assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
+
+
+def test_what_judges_and_workers_kept_after_a_release():
+  """left_after_release on hand-made evidence: the largest of each side in MiB, and the releases
+  that left more than a model's parameters (MIB_LEFT_OK) on either side; a worker that did not
+  say (None) counts for neither."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  mib = 2**20
+  left = lambda *pairs: {"evidence": {"left_after_release": [list(p) for p in pairs]}}
+  rows = [left((10 * mib, 0), (0, 12 * 1024 * mib)), left((2048 * mib, None)), {"evidence": {}}]
+  assert gpu_steps.left_after_release(rows) == {
+      "releases": 3, "judge_max_mib": 2048.0, "worker_max_mib": 12288.0, "over_ok": 2}
+  assert gpu_steps.left_after_release([left((mib, mib))])["over_ok"] == 0
+  assert gpu_steps.left_after_release([{}]) == {
+      "releases": 0, "judge_max_mib": None, "worker_max_mib": None, "over_ok": 0}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import gc
 import json
 import math
 import multiprocessing
@@ -620,12 +621,19 @@ class Judge:
       evidence["error"] = f"{type(e).__name__}: {e}"[:500]
 
   def _release_gpu_memory(self) -> None:
-    """Frees the GPU memory that this judge and its worker hold only in their allocators'
-    caches (the last check's inputs and outputs)."""
+    """Frees the GPU memory of the last check's (or timing's) inputs and outputs in this judge
+    and its worker (Worker.release), this judge's first: its CUDA IPC views of the worker's
+    outputs must be gone for the worker to free them. What each still has allocated after it
+    goes to evidence["left_after_release"], [judge bytes, worker bytes] per release."""
     with self._step("release"):
-      self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
-                                       "release"), "release")
+      gc.collect()  # a reference cycle keeps tensors out of empty_cache's reach until collected
       self.torch.cuda.empty_cache()
+      reply = self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
+                                               "release"), "release")
+      worker_bytes = reply.get("allocated_bytes")
+      self.verdict.evidence.setdefault("left_after_release", []).append(
+          [self.torch.cuda.memory_allocated(self.device),
+           worker_bytes if isinstance(worker_bytes, int) else None])
 
   def _check_width(self, slots: int) -> int:
     """How many of the `slots` this judge's checks hold (check_width), beside the processes of

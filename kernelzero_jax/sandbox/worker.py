@@ -13,6 +13,7 @@ IPC on a GPU), so full-size outputs are not copied through the pipe.
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
@@ -297,6 +298,18 @@ class _Worker:
     self._held = audits
     return {"ok": True, **result, "audits": audits, "violations": violations}
 
+  def release(self) -> dict[str, Any]:
+    """Gives the GPU memory of the last reply back (its tensors went with _held) and says how
+    much is still allocated. A reference cycle (a frame, a candidate's object) can keep tensors
+    alive where empty_cache cannot reach them until the collector runs, and torch keeps a block
+    that the judge had viewed through CUDA IPC in its limbo until ipc_collect."""
+    if self.device.type != "cuda":
+      return {"ok": True}
+    gc.collect()
+    self.torch.cuda.ipc_collect()
+    self.torch.cuda.empty_cache()
+    return {"ok": True, "allocated_bytes": self.torch.cuda.memory_allocated(self.device)}
+
   # -- evidence ------------------------------------------------------------------------------
 
   def _launch_violations(self, launches: dict[str, int]) -> list[str]:
@@ -370,9 +383,7 @@ class _Worker:
           reply = self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
                             msg["min_trials"])
         elif cmd == "release":  # the last reply's tensors went with _held; give the GPU back
-          if self.device.type == "cuda":
-            self.torch.cuda.empty_cache()
-          reply = {"ok": True}
+          reply = self.release()
         else:
           reply = {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
       except BaseException as e:  # pylint: disable=broad-except
