@@ -50,3 +50,51 @@ def test_a_worker_that_exits_without_a_reply_died(tmp_path):
   handle.conn = _PollLate(handle.conn)
   with pytest.raises(judge_lib.StageFailure, match=r"prebuild: worker died \(exit code 0\)"):
     handle.wait(10, "prebuild")
+
+
+def test_a_replys_tensors_are_gone_when_the_next_command_is_answered():
+  """The worker's command loop (worker._Worker.serve) keeps the tensors of a reply only in _held,
+  which goes when the next command comes: where checks share a GPU, a reply kept until the next
+  one replaced it held a problem's inputs and outputs past the judge's release."""
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  import threading  # pylint: disable=import-outside-toplevel
+  import weakref  # pylint: disable=import-outside-toplevel
+
+  import torch  # pylint: disable=import-outside-toplevel
+
+  from kernelzero_jax.sandbox import worker as worker_lib  # pylint: disable=import-outside-toplevel
+
+  sent = []
+  stub = object.__new__(worker_lib._Worker)  # pylint: disable=protected-access
+  judge_end, stub.conn = multiprocessing.Pipe(duplex=True)
+  stub.spec, stub.device, stub._held = {}, torch.device("cpu"), None  # pylint: disable=protected-access
+  stub.build = lambda: {"ok": True}
+
+  def run(seed, profile):
+    del profile
+    outputs = torch.full((4,), float(seed))  # stands for the outputs and inputs a run sends
+    sent.append(weakref.ref(outputs))
+    stub._held = outputs  # pylint: disable=protected-access
+    return {"ok": True, "seed": seed, "outputs": outputs}
+
+  stub.run = run
+  # What release finds still alive of the last run's reply.
+  stub.release = lambda: {"ok": True, "alive": [r() is not None for r in sent]}
+  stub._send = lambda obj: channel.send(stub.conn, obj, by_value=True)  # pylint: disable=protected-access
+  loop = threading.Thread(target=stub.serve, daemon=True)
+  loop.start()
+
+  def answer():
+    assert judge_end.poll(30), "the worker's loop did not answer"
+    return channel.recv(judge_end)
+
+  ask = lambda msg: (channel.send(judge_end, msg, by_value=True), answer())[1]
+  assert answer() == {"ok": True}  # built
+  assert ask({"cmd": "run", "seed": 1})["seed"] == 1
+  assert ask({"cmd": "release"}) == {"ok": True, "alive": [False]}
+  assert ask({"cmd": "run", "seed": 2})["seed"] == 2
+  assert ask({"cmd": "nonsense"})["error"] == "unknown command 'nonsense'"
+  assert ask({"cmd": "release"}) == {"ok": True, "alive": [False, False]}
+  channel.send(judge_end, {"cmd": "exit"}, by_value=True)
+  loop.join(10)
+  assert not loop.is_alive()

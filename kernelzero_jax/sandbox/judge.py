@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import gc
 import json
 import math
 import multiprocessing
@@ -626,7 +625,6 @@ class Judge:
     outputs must be gone for the worker to free them. What each still has allocated after it
     goes to evidence["left_after_release"], [judge bytes, worker bytes] per release."""
     with self._step("release"):
-      gc.collect()  # a reference cycle keeps tensors out of empty_cache's reach until collected
       self.torch.cuda.empty_cache()
       reply = self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
                                                "release"), "release")

@@ -13,7 +13,6 @@ IPC on a GPU), so full-size outputs are not copied through the pipe.
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import signal
@@ -300,12 +299,11 @@ class _Worker:
 
   def release(self) -> dict[str, Any]:
     """Gives the GPU memory of the last reply back (its tensors went with _held) and says how
-    much is still allocated. A reference cycle (a frame, a candidate's object) can keep tensors
-    alive where empty_cache cannot reach them until the collector runs, and torch keeps a block
-    that the judge had viewed through CUDA IPC in its limbo until ipc_collect."""
+    much is still allocated (the model's parameters, unless something kept them). A block that
+    the judge viewed through CUDA IPC waits in torch's limbo until ipc_collect, should the judge's
+    views have gone only after this worker dropped it."""
     if self.device.type != "cuda":
       return {"ok": True}
-    gc.collect()
     self.torch.cuda.ipc_collect()
     self.torch.cuda.empty_cache()
     return {"ok": True, "allocated_bytes": self.torch.cuda.memory_allocated(self.device)}
@@ -368,32 +366,37 @@ class _Worker:
     self._send(built)
     while True:
       msg = channel.recv(self.conn)
+      # The last reply's tensors go now (the judge is done with its CUDA IPC views of them):
+      # _held kept them alive, and nothing else may. (A reply kept in a local of this loop until
+      # the next one replaced it kept a 6 GiB problem's inputs and outputs past the release on an
+      # H200: where checks share the GPU, the next check ran out of memory.)
       self._held = None
-      cmd = msg.get("cmd")
-      if cmd == "exit":
+      if msg.get("cmd") == "exit":
         return
-      try:
-        if cmd == "construct":
-          reply = self.construct(msg["seed"])
-        elif cmd == "init":
-          reply = self.init(msg["seed"])
-        elif cmd == "run":
-          reply = self.run(msg["seed"], msg.get("profile", False))
-        elif cmd == "time":
-          reply = self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
-                            msg["min_trials"])
-        elif cmd == "release":  # the last reply's tensors went with _held; give the GPU back
-          reply = self.release()
-        else:
-          reply = {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
-      except BaseException as e:  # pylint: disable=broad-except
-        status = V.RUNTIME_ERROR
-        if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
-          status = V.COMPILE_ERROR
-        reply = {"ok": False, "status": status, "error": _error_tail(e)}
-        if self.guard.violations:
-          reply = {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
-      self._send(reply)
+      self._send(self._answer(msg))
+
+  def _answer(self, msg: dict[str, Any]) -> dict[str, Any]:
+    cmd = msg.get("cmd")
+    try:
+      if cmd == "construct":
+        return self.construct(msg["seed"])
+      if cmd == "init":
+        return self.init(msg["seed"])
+      if cmd == "run":
+        return self.run(msg["seed"], msg.get("profile", False))
+      if cmd == "time":
+        return self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
+                         msg["min_trials"])
+      if cmd == "release":
+        return self.release()
+      return {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
+    except BaseException as e:  # pylint: disable=broad-except
+      if self.guard.violations:
+        return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
+      status = V.RUNTIME_ERROR
+      if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+        status = V.COMPILE_ERROR
+      return {"ok": False, "status": status, "error": _error_tail(e)}
 
 
 def _dispatch_mode_stack() -> list:
