@@ -33,7 +33,7 @@ from kernelzero_jax.sandbox.config import SandboxConfig
 
 POLL_S = 0.05
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
-# the CPU before it takes the GPU, and freeing caches between its shared and its exclusive hold.
+# the CPU before it takes the GPU. (Its releases of GPU memory are under the hold they end.)
 STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
 _PR_SET_CHILD_SUBREAPER = 36
 # True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
@@ -535,10 +535,8 @@ class Judge:
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
       # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
-      # not among those that check_width counts. (Freed after the hold, as until this commit,
-      # the worker's last inputs and outputs and the judge's cached input sets, up to 5 input
-      # sets in all, were still there when the next check allocated: on an H200, 21-25 of 69
-      # candidates of the 6-8 GiB problems ran out of memory with wide checks.)
+      # not among those that check_width counts. (Memory kept past a hold, up to 5 input sets of
+      # a 6-8 GiB problem, ran 21-41 of 69-123 candidates out of memory on an H200.)
       with hold(exclusive=False, width=width):
         self._checks(base)
         if cfg.timing:
