@@ -45,6 +45,16 @@ class Recorder:
         self.shared -= 1
 
 
+def _run_all(work, args: list) -> None:
+  """work(a) for every a in args, each in its own thread, all at once; none may hang."""
+  threads = [threading.Thread(target=work, args=(a,)) for a in args]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(timeout=60)
+  assert not any(t.is_alive() for t in threads), "deadlock"
+
+
 def _hammer(tmp_path, slots: int, kinds: list[bool], hold_s: float = 0.05) -> Recorder:
   rec = Recorder()
 
@@ -55,12 +65,7 @@ def _hammer(tmp_path, slots: int, kinds: list[bool], hold_s: float = 0.05) -> Re
         time.sleep(hold_s)
         rec.leave(exclusive)
 
-  threads = [threading.Thread(target=work, args=(k,)) for k in kinds]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join(timeout=60)
-  assert not any(t.is_alive() for t in threads), "deadlock"
+  _run_all(work, kinds)
   return rec
 
 
@@ -118,12 +123,7 @@ def test_wide_holders_hold_their_slots_and_share_the_rest(tmp_path, widths):
         time.sleep(0.04)
         rec.leave(width)
 
-  threads = [threading.Thread(target=work, args=(w,)) for w in widths]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join(timeout=60)
-  assert not any(t.is_alive() for t in threads), "deadlock"
+  _run_all(work, widths)
   assert not rec.violations, rec.violations[:3]  # never more than the 4 slots' worth
   assert rec.most_holders >= 2  # and wide ones do share: two pairs, or a three and a one
   assert rec.most == slots
