@@ -254,12 +254,17 @@ CHECK_MEMORY_SHARE = 0.8
 JUDGE_GPU_BYTES = 1400 * 2**20
 
 
+def _check_room(gpu_bytes: int, judges: int) -> float:
+  """The bytes that checks running at once may fill on a GPU of `gpu_bytes` beside `judges`
+  judges' processes."""
+  return CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES
+
+
 def checks_fit(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
   """Whether `slots` correctness checks of a problem whose input set has `input_bytes` fit in a
   GPU of `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the
   slots: check_width)."""
-  return (CHECK_MEMORY_FACTOR * input_bytes * slots
-          <= CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES)
+  return CHECK_MEMORY_FACTOR * input_bytes * slots <= _check_room(gpu_bytes, judges)
 
 
 def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
@@ -268,7 +273,7 @@ def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -
   checks_fit lets checks fill, so that checks of any problems holding the slots at once fit: 1
   when `slots` such checks fit (checks_fit), `slots` (the GPU alone) when one check needs more
   than `slots - 1` slots' share."""
-  room = CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES
+  room = _check_room(gpu_bytes, judges)
   if room <= 0:
     return slots
   return max(1, min(slots, math.ceil(CHECK_MEMORY_FACTOR * input_bytes * slots / room)))
