@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]: judges forked from the warm server
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:tS]: judges forked from the warm server
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -19,7 +19,9 @@ judge computing the reference's outputs after the candidate's run instead of dur
 (SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
-(SandboxConfig.wide_checks). The trailing flags come in any order. With a
+(SandboxConfig.wide_checks); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+--timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
+The trailing flags come in any order. With a
 fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
@@ -61,7 +63,8 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone")
-PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone]"
+PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:tS]"
+TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -162,17 +165,25 @@ class BenchPath(NamedTuple):
   concurrent: bool = True  # the reference's outputs computed while the candidate runs
   fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
   wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
+  timing_target_s: float | None = None  # None: --timing_target_s's (or the config's)
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
-  instead of the fused kernel; `alone`: problems too large for one slot checked alone)."""
+  instead of the fused kernel; `alone`: problems too large for one slot checked alone; `tS`: a
+  timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
-  flags_given = set()
-  while extra and extra[-1] in PATH_FLAGS and extra[-1] not in flags_given:
-    flags_given.add(extra.pop())
+  flags_given, target = set(), None
+  while extra:
+    token = extra[-1]
+    if token in PATH_FLAGS and token not in flags_given:
+      flags_given.add(extra.pop())
+    elif TIMING_TOKEN.fullmatch(token) and target is None and float(token[1:]) > 0:
+      target = float(extra.pop()[1:])
+    else:
+      break
   concurrency = None
   if extra and re.fullmatch(r"gpu[1-9]\d*", extra[-1]):
     concurrency = int(extra.pop()[3:])
@@ -181,11 +192,11 @@ def parse_path(path: str) -> BenchPath:
       or reference not in ("reuse", "measure") or extra):
     raise app.UsageError(f"--paths: {path!r} is not {PATH_FORM} "
                          f"with a launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, "
-                         "a reference of reuse, measure and N >= 1 judges checking on the GPU "
-                         "at once")
+                         "a reference of reuse, measure, N >= 1 judges checking on the GPU "
+                         "at once and a timing target of S > 0 seconds")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
-                   "torchcmp" not in flags_given, "alone" not in flags_given)
+                   "torchcmp" not in flags_given, "alone" not in flags_given, target)
 
 
 def _median(values: list[float]) -> float | None:
@@ -214,8 +225,9 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide) in paths:
-    config = dataclasses.replace(base, fast_build=fast, reuse_reference=reuse,
+       wide, target) in paths:
+    config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
+                                 fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
