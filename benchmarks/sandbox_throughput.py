@@ -3,7 +3,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:tS]: judges forked from the warm server
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]: judges forked from the warm server
 (`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -19,7 +19,8 @@ judge computing the reference's outputs after the candidate's run instead of dur
 (SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
-(SandboxConfig.wide_checks); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+(SandboxConfig.wide_checks); with `nonice`, the prebuilders and precompilers at the CPU priority
+they started with instead of niced (SandboxConfig.build_nice); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
 The trailing flags come in any order. With a
 fast CUDA path, the
@@ -62,8 +63,8 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone")
-PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:tS]"
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice")
+PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]"
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -166,13 +167,14 @@ class BenchPath(NamedTuple):
   fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
   wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
   timing_target_s: float | None = None  # None: --timing_target_s's (or the config's)
+  niced: bool = True  # the processes that only build run niced (SandboxConfig.build_nice)
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
-  instead of the fused kernel; `alone`: problems too large for one slot checked alone; `tS`: a
-  timing target of S seconds)."""
+  instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
+  builders not niced; `tS`: a timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -196,7 +198,8 @@ def parse_path(path: str) -> BenchPath:
                          "at once and a timing target of S > 0 seconds")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
-                   "torchcmp" not in flags_given, "alone" not in flags_given, target)
+                   "torchcmp" not in flags_given, "alone" not in flags_given, target,
+                   "nonice" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -225,7 +228,7 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target) in paths:
+       wide, target, niced) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -233,7 +236,8 @@ def run() -> dict:
                                  lite_bind_pch=lite == 3,
                                  triton_precompile=precompile, cuda_prebuild=precompile,
                                  concurrent_reference=concurrent, fused_compare=fused,
-                                 wide_checks=wide)
+                                 wide_checks=wide,
+                                 build_nice=base.build_nice if niced else 0)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -7,7 +7,8 @@ busy with other candidates' builds and start-ups. The sandbox's timer (sandbox/t
 its end event after a device-wide synchronize, so the interval also holds the host's delays: the
 forward's launch, and the wake-up after the synchronize. This times one memory-bound forward
 (GELU on a 6 GiB float32 input by default, fresh inputs each trial, as the sandbox does) with the
-CPU idle and with `--burners` processes spinning, `--repeats` times each, and prints each
+CPU idle, with `--burners` processes spinning, and with them spinning at niceness 10 (as the
+sandbox's prebuilders and precompilers run: SandboxConfig.build_nice), `--repeats` times each, and prints each
 estimator's median over the repeats and its spread ((max - min) / median):
 
 - `sync`: the sandbox's time (end event after the device-wide synchronize), median over trials;
@@ -74,10 +75,11 @@ def main(argv: list[str]) -> None:
   results = {"device": torch.cuda.get_device_name(), "cpus": os.cpu_count(), "burners": burners,
              "shape": [rows, cols], "target_s": _TARGET.value, "loads": {}}
   seed = 0
-  for load in ("idle", "busy"):
+  for load in ("idle", "busy", "busy_niced"):
     procs = []
-    if load == "busy":
-      procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    if load != "idle":
+      nice = (lambda: os.nice(10)) if load == "busy_niced" else None
+      procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=nice)
                for _ in range(burners)]
       time.sleep(1.0)
     try:
@@ -109,9 +111,12 @@ def main(argv: list[str]) -> None:
         f"{name} median {row['median']} ms, spread {row['spread_pct']}%"
         for name, row in results["loads"][load].items() if name != "trials")
           + f"; trials {per['trials']}", flush=True)
-  idle, busy = results["loads"]["idle"], results["loads"]["busy"]
-  for name in ("sync", "stream", "sync_min"):
-    print(f"{name}: busy / idle = {busy[name]['median'] / idle[name]['median']:.3f}")
+  idle = results["loads"]["idle"]
+  for load in ("busy", "busy_niced"):
+    for name in ("sync", "stream", "sync_min"):
+      row = results["loads"][load][name]
+      print(f"{name}: {load} / idle = {row['median'] / idle[name]['median']:.3f}, "
+            f"spread {row['spread_pct']}% against {idle[name]['spread_pct']}%")
   if _OUT.value:
     with open(_OUT.value, "w", encoding="utf-8") as f:
       json.dump(results, f, indent=1)

@@ -14,6 +14,8 @@ import multiprocessing
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import textwrap
 
@@ -287,6 +289,7 @@ class _Recorded:
 
 @pytest.mark.parametrize("backend, config, prebuilds", [
     ("cuda", {"device": "cuda"}, True),
+    ("cuda", {"device": "cuda", "build_nice": 0}, True),
     ("cuda", {"device": "cuda", "cuda_prebuild": False}, False),
     ("cuda", {"device": "cuda", "fast_build": False}, False),  # the plain path stays plain
     ("triton", {"device": "cuda", "triton_precompile": False}, False),
@@ -309,10 +312,23 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
   if prebuilds:
     ((prebuilder, kills_descendants),) = rest
     assert prebuilder == {**{k: v for k, v in worker.items() if k != "await_go"},
-                          "role": worker_lib.PREBUILD, "device": "meta"}
+                          "role": worker_lib.PREBUILD, "device": "meta",
+                          "nice": config.get("build_nice", 10)}
     assert not kills_descendants  # killing it leaves the worker alone
   else:
     assert rest == []
+
+
+@pytest.mark.parametrize("nice", [0, 7])
+def test_a_process_that_only_builds_lowers_its_cpu_priority_by_its_specs_nice(nice, tmp_path):
+  # What _setup_process leaves a prebuilder or precompiler with, in a process of its own (it
+  # redirects the process's output into the work directory).
+  code = ("import os, sys; from kernelzero_jax.sandbox import worker; "
+          "before = os.nice(0); worker._setup_process(dict(workdir=sys.argv[1], device='meta', "
+          f"memory_limit_gb=8.0, nice={nice})); print(before, os.nice(0))")
+  subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=120)
+  before, after = map(int, (tmp_path / "stdout.txt").read_text().split())
+  assert after == min(before + nice, 19)
 
 
 def test_the_throughput_benchmark_sums_up_the_prebuilders():

@@ -33,6 +33,9 @@ def test_tolerance_presets():
     SandboxConfig(device="cpu", tolerance="nope")
   with pytest.raises(ValueError, match="unknown sandbox config fields"):
     SandboxConfig.from_dict({"devcie": "cpu"})
+  for nice in (-1, 20):  # an increment os.nice can apply; lowering it would need privileges
+    with pytest.raises(ValueError, match="build_nice must be in"):
+      SandboxConfig(device="cpu", build_nice=nice)
 
 
 def _tol(_):

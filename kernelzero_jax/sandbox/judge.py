@@ -406,7 +406,8 @@ class Judge:
       from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one sets itself up: the candidate's extensions built into
       # the directory they share, on no GPU; the worker builds once this is done (_start_hand_over).
-      self.prebuilder = WorkerHandle(dict(spec, role=worker.PREBUILD, device="meta"),
+      self.prebuilder = WorkerHandle(dict(spec, role=worker.PREBUILD, device="meta",
+                                          nice=cfg.build_nice),
                                      cfg.memory_limit_gb, kill_descendants=False)
       self._start_hand_over()
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
@@ -414,7 +415,8 @@ class Judge:
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
       # compiled into the cache they share, on no GPU.
       self.precompiler = WorkerHandle(
-          dict(spec, role=worker.PRECOMPILE, device="meta"), cfg.memory_limit_gb,
+          dict(spec, role=worker.PRECOMPILE, device="meta", nice=cfg.build_nice),
+          cfg.memory_limit_gb,
           kill_descendants=False)
 
   def _start_second_reference(self) -> None:

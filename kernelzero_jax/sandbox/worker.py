@@ -82,6 +82,8 @@ def _setup_process(spec: dict[str, Any]) -> None:
     # far more address space than it uses, so there the judge watches resident memory instead.)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  if spec.get("nice"):  # a process that only builds yields the CPU to those that time
+    os.nice(int(spec["nice"]))
   os.environ["HOME"] = workdir
   try:  # die with the judge, whatever happens to it
     import ctypes  # pylint: disable=import-outside-toplevel
