@@ -44,6 +44,34 @@ def test_a_reply_sent_just_before_the_worker_exits_is_read(tmp_path):
   assert handle.wait(10, "prebuild") == {"ok": True, "answer": 42}
 
 
+class _AliveAtFirstLook:
+  """The worker's process, seen alive by the judge's first look and gone afterwards: a worker
+  that answers and exits between two looks of one round."""
+
+  def __init__(self, proc):
+    self.proc, self.looks = proc, 0
+
+  def is_alive(self):
+    self.looks += 1
+    return True if self.looks == 1 else self.proc.is_alive()
+
+  @property
+  def exitcode(self):
+    return None if self.looks <= 1 else self.proc.exitcode
+
+  def __getattr__(self, name):
+    return getattr(self.proc, name)
+
+
+def test_a_worker_seen_alive_is_not_called_dead_when_it_answers_and_exits_in_that_round(
+    tmp_path):
+  handle = judge_lib.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_and_exit)
+  handle.proc.join(30)
+  handle.conn = _PollLate(handle.conn)
+  handle.proc = _AliveAtFirstLook(handle.proc)
+  assert handle.wait(10, "prebuild") == {"ok": True, "answer": 42}
+
+
 def test_a_worker_that_exits_without_a_reply_died(tmp_path):
   handle = judge_lib.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_exit_silently)
   handle.proc.join(30)

@@ -87,17 +87,21 @@ class WorkerHandle:
     deadline = time.monotonic() + timeout_s
     while True:
       ready = self.conn.poll(POLL_S)
-      dead = not self.proc.is_alive() or self.proc.exitcode is not None
-      # A reply sent just before the exit can arrive after that poll gave up (the judge's thread
-      # descheduled in between, 16 cores building 24 candidates): looked for once more.
-      if ready or (dead and self.conn.poll(0)):
+      # One look at the worker per round, after the poll, and everything below goes by it: a
+      # reply sent just before the exit can arrive after that poll gave up (the judge's thread
+      # descheduled in between, 16 cores building 24 candidates), so a worker seen gone gets one
+      # more look at the pipe; and one seen alive is never called dead in the same round (a
+      # second look at the process, after that exit, reported 1 of 256 prebuilders dead with
+      # exit code 0 on an H200).
+      alive = self.proc.is_alive() and self.proc.exitcode is None
+      if ready or (not alive and self.conn.poll(0)):
         try:
           return channel.recv(self.conn)
         except (EOFError, ConnectionError, OSError):
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
           raise StageFailure(V.RUNTIME_ERROR, f"{stage}: unreadable reply from worker: {e}")
-      if not self.proc.is_alive():  # dead before the poll, or while its reply was read
+      if not alive:  # dead before the look, or died mid-message
         self.proc.join(timeout=1)
         raise StageFailure(V.COMPILE_ERROR if stage == "build" else V.RUNTIME_ERROR,
                            f"{stage}: worker died ({_describe_exit(self.proc.exitcode)})"
