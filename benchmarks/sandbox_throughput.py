@@ -3,8 +3,9 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]: judges forked from the warm server
-(`zygote`) or started as fresh interpreters (`subprocess`); CUDA extensions built with the
+A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]:
+judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
+CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
 kz_torch_lite_bind.h too (`lite_main`), with that binding header precompiled (`lite_pch`, the
@@ -20,10 +21,9 @@ judge computing the reference's outputs after the candidate's run instead of dur
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
 (SandboxConfig.wide_checks); with `nonice`, the prebuilders and precompilers at the CPU priority
-they started with instead of niced (SandboxConfig.build_nice); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
---timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
-The trailing flags come in any order. With a
-fast CUDA path, the
+they started with instead of niced (SandboxConfig.build_nice); with `tS` (e.g. `t0.1`), a timing
+target of S seconds instead of --timing_target_s (what a shorter timing buys in throughput and
+costs in precision, in one run). The trailing flags come in any order. With a fast CUDA path, the
 precompiled header is built first (once per machine; its time is printed). To time reference
 reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
 checks changes a verdict, compare it with the one-at-a-time path in the same run:
@@ -261,6 +261,7 @@ def run() -> dict:
                           if stage in r["stage_seconds"]]) for stage in STAGES}
     startup = _startup_medians(rows)
     spread = copy_spread(rows)
+    after = after_forward(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     holds = hold_timeline(rows)
     left = left_after_release(rows)
@@ -281,7 +282,7 @@ def run() -> dict:
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
-                     "copy_spread": spread,
+                     "copy_spread": spread, "after_forward": after,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
@@ -318,6 +319,9 @@ def run() -> dict:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
             f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "
             f"max {spread['max_pct']}%)")
+    if after["timed"]:
+      print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
+            f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -392,6 +396,19 @@ def copy_spread(rows: list[dict]) -> dict[str, Any]:
   pcts = [100 * (max(t) - min(t)) / statistics.median(t) for t in times.values() if len(t) > 1]
   return {"problems": len(pcts), "median_pct": _median(pcts),
           "max_pct": round(max(pcts), 3) if pcts else None}
+
+
+def after_forward(rows: list[dict]) -> dict[str, Any]:
+  """What the candidates' timed intervals held past the end of forward's work on its stream
+  (evidence["timing_after_forward_ms"], timing.py): the median and the maximum over candidates,
+  and how many held more than 1 ms. The host's wake-up from the synchronize is most of it, so
+  this says how much a busy CPU still stretches the timings."""
+  values = [a["candidate"] for r in rows
+            if "candidate" in (a := (r.get("evidence") or {}).get("timing_after_forward_ms") or {})]
+  return {"timed": len(values),
+          "median_ms": round(statistics.median(values), 4) if values else None,
+          "max_ms": round(max(values), 4) if values else None,
+          "over_1ms": sum(v > 1.0 for v in values)}
 
 
 def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:

@@ -283,6 +283,15 @@ def test_the_throughput_benchmark_measures_how_timed_copies_spread():
   assert copy_spread([]) == {"problems": 0, "median_pct": None, "max_pct": None}
 
 
+def test_the_throughput_benchmark_sums_up_the_time_past_forwards_end():
+  from benchmarks.sandbox_throughput import after_forward  # pylint: disable=import-outside-toplevel
+  timed = lambda **ms: {"evidence": {"timing_after_forward_ms": ms}}
+  rows = [timed(candidate=0.02, reference=5.0), timed(candidate=3.5), timed(candidate=0.5),
+          timed(reference=0.1), {"evidence": {}}, {}]
+  assert after_forward(rows) == {"timed": 3, "median_ms": 0.5, "max_ms": 3.5, "over_1ms": 1}
+  assert after_forward([]) == {"timed": 0, "median_ms": None, "max_ms": None, "over_1ms": 0}
+
+
 def test_the_throughput_benchmark_takes_medians_of_each_step():
   from benchmarks.sandbox_throughput import _startup_medians, _step_medians  # pylint: disable=import-outside-toplevel
   assert _step_medians([{"candidate_run": 1.0, "audits": 2.0}, None, {"candidate_run": 3.0},

@@ -908,6 +908,12 @@ class Judge:
     audits = reply["audits"]
     v.candidate_ms = reply["median_ms"]
     v.evidence["timing_trials"] = {"reference": ref["trials"], "candidate": reply["trials"]}
+    # What each measured interval held past the end of forward's work on its stream (timing.py):
+    # the host's wake-up, and work left on other streams. The reference's, where measured here.
+    after = {"reference": ref.get("after_forward_ms"),
+             "candidate": reply.get("after_forward_ms")}
+    v.evidence["timing_after_forward_ms"] = {
+        k: float(x) for k, x in after.items() if isinstance(x, (int, float)) and math.isfinite(x)}
     if len(audits) != len(audit_positions):
       raise StageFailure(V.REJECTED, "timing: the audited calls did not all happen")
     with self._step("audits"):

@@ -3,6 +3,11 @@
 Each trial: fresh inputs (a new seed, generated on the GPU, untimed), the L2 cache flushed,
 then CUDA events around forward plus a *device-wide* synchronize, so work that a forward leaves
 running on any stream is inside the measured interval. The median over trials is reported.
+
+That interval also holds the host's wake-up from the synchronize, which a machine whose cores are
+busy can stretch by milliseconds (benchmarks/timing_noise.py). So each trial also records an
+event on the stream as soon as forward returns, and the timing reports the median of what the
+interval holds past it (`after_forward_ms`): the wake-up, plus any work left on other streams.
 """
 
 from __future__ import annotations
@@ -21,18 +26,20 @@ class Timer:
   def __init__(self, device: torch.device):
     self.device = device
     self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    self.last_stream_ms: float | None = None  # the last call's time to its end on the stream
 
   def time_call(self, fn: Callable[[], Any]) -> tuple[float, Any]:
     """Times one call in milliseconds."""
     self._flush.zero_()
     torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    start, on_stream, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
     start.record()
     out = fn()
+    on_stream.record()
     torch.cuda.synchronize()
     end.record()
     end.synchronize()
+    self.last_stream_ms = start.elapsed_time(on_stream)
     return start.elapsed_time(end), out
 
 
@@ -50,7 +57,9 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   """Times `forward` on fresh inputs, one seed per trial (seeds must be long enough).
 
   `audit_positions` are trial indices that are not timed: `on_audit(seed, inputs)` runs instead,
-  under whatever observation the caller wants. Returns {"median_ms", "times_ms", "trials"}.
+  under whatever observation the caller wants. Returns {"median_ms", "times_ms", "trials",
+  "after_forward_ms"} (the last: the median over trials of the measured time past the end of
+  forward's work on its stream, where the timer tells it, else None).
   """
   seeds = list(seeds)
   with torch.no_grad():
@@ -62,7 +71,7 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
       warm_times.append(t)
     estimate = statistics.median(warm_times) if warm_times else 0.0
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
-    times = []
+    times, after = [], []
     audits = set(audit_positions)
     for i in range(n):
       seed = seeds[warmup + i]
@@ -74,5 +83,9 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
       t, out = timer.time_call(lambda: forward(*inputs))
       del out
       times.append(t)
+      on_stream = getattr(timer, "last_stream_ms", None)
+      if on_stream is not None:
+        after.append(t - on_stream)
   return {"median_ms": statistics.median(times) if times else None, "times_ms": times,
-          "trials": len(times)}
+          "trials": len(times),
+          "after_forward_ms": round(statistics.median(after), 4) if after else None}
