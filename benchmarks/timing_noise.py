@@ -8,8 +8,8 @@ its end event after a device-wide synchronize, so the interval also holds the ho
 forward's launch, and the wake-up after the synchronize. This times one memory-bound forward
 (GELU on a 6 GiB float32 input by default, fresh inputs each trial, as the sandbox does) with the
 CPU idle, with `--burners` processes spinning, and with them spinning at niceness 10 (as the
-sandbox's prebuilders and precompilers run: SandboxConfig.build_nice), `--repeats` times each, and prints each
-estimator's median over the repeats and its spread ((max - min) / median):
+sandbox's prebuilders and precompilers run: SandboxConfig.build_nice), `--repeats` times each,
+and prints each estimator's median over the repeats and its spread ((max - min) / median):
 
 - `sync`: the sandbox's time (end event after the device-wide synchronize), median over trials;
 - `stream`: an end event recorded on the stream right after the forward returns, before that
@@ -35,6 +35,9 @@ _BURNERS = flags.DEFINE_integer("burners", 0, "Spinning processes; 0: two per CP
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timings per load.")
 _TARGET = flags.DEFINE_float("target_s", 0.25, "Timed seconds per timing, as the sandbox's.")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+
+WARMUP = 3  # untimed calls before each timing's trials, as SandboxConfig.warmup
 
 
 def _spread(values: list[float]) -> float:
@@ -80,9 +83,9 @@ def main(argv: list[str]) -> None:
         timer = StreamLog(device)
         seeds = list(range(seed, seed + 200))
         seed += 200
-        res = timing.time_forward(timer, forward, make, seeds, warmup=3,
+        res = timing.time_forward(timer, forward, make, seeds, warmup=WARMUP,
                                   target_s=_TARGET.value, min_trials=10)
-        stream = timer.stream_ms[3:]  # the warmup's calls come first
+        stream = timer.stream_ms[WARMUP:]  # the warmup's calls come first
         per["sync"].append(res["median_ms"])
         per["stream"].append(statistics.median(stream))
         per["sync_min"].append(min(res["times_ms"]))

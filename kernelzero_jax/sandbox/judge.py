@@ -406,22 +406,21 @@ class Judge:
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild else spec,
                                cfg.memory_limit_gb)
+    # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice),
+    # and killing it leaves the candidate's worker alone.
+    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=cfg.build_nice),
+                                        cfg.memory_limit_gb, kill_descendants=False)
     if prebuild:
       from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one sets itself up: the candidate's extensions built into
-      # the directory they share, on no GPU; the worker builds once this is done (_start_hand_over).
-      self.prebuilder = WorkerHandle(dict(spec, role=worker.PREBUILD, device="meta",
-                                          nice=cfg.build_nice),
-                                     cfg.memory_limit_gb, kill_descendants=False)
+      # the directory they share; the worker builds once this is done (_start_hand_over).
+      self.prebuilder = builder(worker.PREBUILD)
       self._start_hand_over()
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
       from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
-      # compiled into the cache they share, on no GPU.
-      self.precompiler = WorkerHandle(
-          dict(spec, role=worker.PRECOMPILE, device="meta", nice=cfg.build_nice),
-          cfg.memory_limit_gb,
-          kill_descendants=False)
+      # compiled into the cache they share.
+      self.precompiler = builder(worker.PRECOMPILE)
 
   def _start_second_reference(self) -> None:
     """The reference checks build the reference a second time (to see that it reproduces
