@@ -145,6 +145,50 @@ def test_the_server_refuses_a_malformed_request():
   assert launcher.server_pid() is None
 
 
+def test_the_server_reports_a_judges_end_at_once_not_at_its_next_look(tmp_path):
+  # The server looks for its caller every PARENT_CHECK_S (POLL_S where a judge has no pidfd);
+  # both are set to 5 s here, and a judge that fails at once (its job file is missing) must
+  # still be reported long before that: the server wakes for the judge's end itself.
+  import subprocess
+  import sys
+  repo = pathlib.Path(__file__).parent.parent
+  path = str(tmp_path / "zygote.sock")
+  server = subprocess.Popen(
+      [sys.executable, "-c", "from kernelzero_jax.sandbox import zygote; "
+       f"zygote.PARENT_CHECK_S = zygote.POLL_S = 5.0; zygote.serve({path!r}, 'cpu')"],
+      cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), start_new_session=True)
+  try:
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+      assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+      time.sleep(0.05)
+    seconds = []
+    for _ in range(2):  # the second judge starts while the server sleeps after the first
+      conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+      conn.settimeout(30)
+      conn.connect(path)
+      r, w = os.pipe()
+      try:
+        request = {"job_path": str(tmp_path / "missing.json"), "cwd": str(tmp_path),
+                   "result_path": str(tmp_path / "result.json"),
+                   "log_path": str(tmp_path / "judge.log")}
+        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [r])
+        reader = conn.makefile("rb")
+        assert "pid" in json.loads(reader.readline())
+        t0 = time.monotonic()
+        ended = json.loads(reader.readline())
+        seconds.append(time.monotonic() - t0)
+      finally:
+        os.close(r)
+        os.close(w)
+        conn.close()
+      assert ended["exit"] != 0, ended
+    assert max(seconds) < 2.5, seconds
+  finally:
+    os.killpg(server.pid, signal.SIGKILL)
+    server.wait()
+
+
 def test_a_forked_worker_cannot_read_the_secret_from_stdin(tmp_path):
   # The judge reads the caller's secret from stdin only after its worker is gone; the worker's
   # stdin is /dev/null from its first instruction. The probe is the worker's own setup, run in

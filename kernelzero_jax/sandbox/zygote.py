@@ -29,7 +29,11 @@ import traceback
 
 from kernelzero_jax.sandbox.evaluate import kill_group
 
-POLL_S = 0.2
+# How long the server sleeps between looks at whether its caller is still there. It wakes at once
+# for a new request and, through each judge's pidfd, for a judge's end: before pidfds it found
+# an ended judge only at the next look, which rounded every judgement up to the next 0.2 s.
+PARENT_CHECK_S = 1.0
+POLL_S = 0.2  # the looks where a judge has no pidfd (a kernel before Linux 5.3)
 MAX_REQUEST_BYTES = 65536
 
 
@@ -104,12 +108,23 @@ def _read_request(conn: socket.socket) -> tuple[dict, int]:
     raise
 
 
-def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], device: str) -> None:
+def _pidfd(pid: int) -> int | None:
+  """A descriptor that becomes readable when child `pid` ends, or None where there is none."""
+  try:
+    return os.pidfd_open(pid)
+  except (AttributeError, OSError):
+    return None
+
+
+def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], pidfds: list[int],
+               device: str) -> None:
   """In the forked child: become a judge for `request`. Never returns."""
   code = 1
   try:
     for s in sockets:
       s.close()
+    for fd in pidfds:  # other judges' (a candidate could signal them through one)
+      os.close(fd)
     os.setsid()
     os.dup2(secret_fd, 0)
     os.close(secret_fd)
@@ -140,21 +155,28 @@ def serve(socket_path: str, device: str) -> None:
   os.chmod(socket_path + ".tmp", 0o600)
   listener.listen(256)
   os.replace(socket_path + ".tmp", socket_path)  # the caller connects once the path exists
-  waiting: list[socket.socket] = []              # connected, request not read yet
+  waiting: dict[int, socket.socket] = {}         # connected, request not read yet (by fd)
   running: dict[int, socket.socket] = {}         # judge pid -> its caller's connection
+  pidfds: dict[int, int] = {}                    # judge pid -> its pidfd, where it has one
+  poller = select.poll()
+  poller.register(listener, select.POLLIN)
   while True:
     if os.getppid() != parent:  # the caller died: so do its judges
       for pid in running:
         kill_group(pid)
       return
-    readable, _, _ = select.select([listener] + waiting, [], [], POLL_S)
-    for s in readable:
-      if s is listener:
+    sleep_s = PARENT_CHECK_S if len(pidfds) == len(running) else POLL_S
+    for fd, _ in poller.poll(sleep_s * 1000):
+      if fd == listener.fileno():
         conn, _ = listener.accept()
         conn.settimeout(5.0)  # a client that sends half a request cannot stall the server
-        waiting.append(conn)
+        waiting[conn.fileno()] = conn
+        poller.register(conn, select.POLLIN)
         continue
-      waiting.remove(s)
+      s = waiting.pop(fd, None)
+      if s is None:
+        continue  # a judge's pidfd: it has ended, and is reaped below
+      poller.unregister(fd)
       try:
         request, secret_fd = _read_request(s)
       except (ValueError, OSError) as e:
@@ -163,10 +185,15 @@ def serve(socket_path: str, device: str) -> None:
         continue
       pid = os.fork()
       if pid == 0:
-        _run_judge(request, secret_fd, [listener, s] + waiting + list(running.values()), device)
+        _run_judge(request, secret_fd, [listener, s] + list(waiting.values()) +
+                   list(running.values()), list(pidfds.values()), device)
       os.close(secret_fd)
       _send(s, {"pid": pid})
       running[pid] = s
+      pidfd = _pidfd(pid)
+      if pidfd is not None:
+        pidfds[pid] = pidfd
+        poller.register(pidfd, select.POLLIN)
     while running:
       try:
         pid, status = os.waitpid(-1, os.WNOHANG)
@@ -174,6 +201,10 @@ def serve(socket_path: str, device: str) -> None:
         break
       if pid == 0:
         break
+      pidfd = pidfds.pop(pid, None)
+      if pidfd is not None:
+        poller.unregister(pidfd)
+        os.close(pidfd)
       conn = running.pop(pid, None)
       if conn is not None:
         _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
