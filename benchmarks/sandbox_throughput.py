@@ -3,7 +3,8 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=cuda,triton \
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
-A path is LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]:
+A path is
+LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter][:tS]:
 judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
 CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
@@ -21,12 +22,15 @@ judge computing the reference's outputs after the candidate's run instead of dur
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
 (SandboxConfig.wide_checks); with `nonice`, the prebuilders and precompilers at the CPU priority
-they started with instead of niced (SandboxConfig.build_nice); with `tS` (e.g. `t0.1`), a timing
-target of S seconds instead of --timing_target_s (what a shorter timing buys in throughput and
-costs in precision, in one run). The trailing flags come in any order. With a fast CUDA path, the
-precompiled header is built first (once per machine; its time is printed). To time reference
-reuse on RL-like groups, repeat the teacher's candidates; to see whether sharing the GPU between
-checks changes a verdict, compare it with the one-at-a-time path in the same run:
+they started with instead of niced (SandboxConfig.build_nice); with `refafter`, a Triton
+candidate's judge measuring the reference after the candidate's checks even when the GPU is free
+before its worker imports the candidate (SandboxConfig.reference_first); with `tS` (e.g.
+`t0.1`), a timing target of S seconds instead of --timing_target_s (what a shorter timing buys
+in throughput and costs in precision, in one run). The trailing flags come in any order. With a
+fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
+To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
+sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
+same run:
 
     python -m benchmarks.sandbox_throughput --kernelbench_dir=.kb --backends=triton --copies=8 \
         --extras=false --paths=zygote:fast:reuse,zygote:fast:measure
@@ -63,8 +67,9 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice")
-PATH_FORM = "LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:tS]"
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter")
+PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
+             "[:refafter][:tS]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -168,13 +173,17 @@ class BenchPath(NamedTuple):
   wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
   timing_target_s: float | None = None  # None: --timing_target_s's (or the config's)
   niced: bool = True  # the processes that only build run niced (SandboxConfig.build_nice)
+  # a Triton judge measures the reference before its worker imports the candidate, if the GPU is
+  # free then (SandboxConfig.reference_first)
+  reference_first: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
   instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
-  builders not niced; `tS`: a timing target of S seconds)."""
+  builders not niced; `refafter`: the reference measured after the candidate's checks; `tS`: a
+  timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -199,7 +208,7 @@ def parse_path(path: str) -> BenchPath:
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
-                   "nonice" not in flags_given)
+                   "nonice" not in flags_given, "refafter" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -228,7 +237,7 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced) in paths:
+       wide, target, niced, reference_first) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -237,7 +246,8 @@ def run() -> dict:
                                  triton_precompile=precompile, cuda_prebuild=precompile,
                                  concurrent_reference=concurrent, fused_compare=fused,
                                  wide_checks=wide,
-                                 build_nice=base.build_nice if niced else 0)
+                                 build_nice=base.build_nice if niced else 0,
+                                 reference_first=reference_first)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -268,6 +278,8 @@ def run() -> dict:
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, wide, oom = (count(k) for k in ("reference_reused", "checks_alone",
                                                    "check_width", "shared_gpu_oom"))
+    first = sum(bool(((r.get("evidence") or {}).get("reference_first") or {}).get("held"))
+                for r in rows)
     precompiled = side_worker_summary(rows, "triton_precompile", "with_kernels",
                                       lambda p: bool(p.get("kernels")))
     prebuilt = side_worker_summary(rows, "cuda_prebuild", "built", lambda p: p.get("ok") is True)
@@ -275,6 +287,7 @@ def run() -> dict:
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
+                     "reference_first": first,
                      "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
                      "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
                      "fused_compare": fused_summary,
@@ -285,7 +298,8 @@ def run() -> dict:
                      "copy_spread": spread, "after_forward": after,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
-          f"({results[name]['per_minute']} per minute; {reused} reused a measured reference; "
+          f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
+          f"{first} measured it before their candidate ran; "
           f"{config.gpu_concurrency} checking on the GPU at once, {wide} holding several slots "
           f"and {alone} checked alone for memory, {oom} judged again after running out of GPU "
           "memory)")

@@ -287,15 +287,18 @@ class _Recorded:
     pass
 
 
-@pytest.mark.parametrize("backend, config, prebuilds", [
-    ("cuda", {"device": "cuda"}, True),
-    ("cuda", {"device": "cuda", "build_nice": 0}, True),
-    ("cuda", {"device": "cuda", "cuda_prebuild": False}, False),
-    ("cuda", {"device": "cuda", "fast_build": False}, False),  # the plain path stays plain
-    ("triton", {"device": "cuda", "triton_precompile": False}, False),
+@pytest.mark.parametrize("backend, config, prebuilds, awaits_go", [
+    ("cuda", {"device": "cuda"}, True, True),
+    ("cuda", {"device": "cuda", "build_nice": 0}, True, True),
+    ("cuda", {"device": "cuda", "cuda_prebuild": False}, False, False),
+    ("cuda", {"device": "cuda", "fast_build": False}, False, False),  # the plain path stays plain
+    # a Triton worker waits for its judge to measure the reference first (test_reference_first)
+    ("triton", {"device": "cuda", "triton_precompile": False}, False, True),
+    ("triton", {"device": "cuda", "triton_precompile": False, "reference_first": False}, False,
+     False),
 ])
 def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config, prebuilds,
-                                                                  monkeypatch):
+                                                                  awaits_go, monkeypatch):
   monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
   monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
   _Recorded.specs = []
@@ -308,7 +311,7 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
     judge._hand_over_thread.join()  # pylint: disable=protected-access
     assert judge.verdict.evidence["cuda_prebuild"]["error"].startswith("prebuild: not started")
   (worker, _), *rest = _Recorded.specs
-  assert bool(worker.get("await_go")) is prebuilds
+  assert bool(worker.get("await_go")) is awaits_go
   if prebuilds:
     ((prebuilder, kills_descendants),) = rest
     assert prebuilder == {**{k: v for k, v in worker.items() if k != "await_go"},

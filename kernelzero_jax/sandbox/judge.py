@@ -32,6 +32,9 @@ from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
 
 POLL_S = 0.05
+# How long _reference_first waits for the reference's second construction (a thread, which
+# reseeds torch) before it gives up measuring first: the worker waits for its go meanwhile.
+REFERENCE_FIRST_WAIT_S = 0.5
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU. (Its releases of GPU memory are under the hold they end.)
 STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
@@ -198,7 +201,7 @@ def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
 
 @contextlib.contextmanager
 def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
-              lock_dir: str | None = None, width: int = 1):
+              lock_dir: str | None = None, width: int = 1, wait: bool = True):
   """GPU work of all judges on one GPU, coordinated by `slots` lock files.
 
   Exclusive (timing, or everything when slots is 1) holds every slot, so nothing else runs on
@@ -207,7 +210,8 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
   `slots` times still share the GPU with `slots / width` others (check_width). A free group is
   taken if there is one; otherwise the holder waits for one. Whoever waits while holding a slot
   takes its slots in index order, and single slots are taken without waiting for another: no
-  deadlock."""
+  deadlock. Yields whether the slots are held: always, unless `wait` is False and none was
+  free."""
   width = slots if exclusive else max(1, min(width, slots))
   groups = [range(g * width, (g + 1) * width) for g in range(slots // width)]
   order = list(range(len(groups)))
@@ -237,9 +241,12 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
         break
       release()
     else:  # all busy: wait for one, its slots in index order
+      if not wait:
+        yield False
+        return
       for slot in groups[order[0]]:
         take(slot, wait=True)
-    yield
+    yield True
   finally:
     release()
 
@@ -336,6 +343,11 @@ class Judge:
     # shared through `facts_path` (SandboxPool) and read when this judge needs them.
     self.known: dict[str, Any] = {}
     self.facts_path = job.get("facts_path") if self.cfg.reuse_reference else None
+    # What this judge measured about the reference itself, before its candidate ran where
+    # SandboxConfig.reference_first let it (_reference_first), or in the checks.
+    self.reference_checked = False
+    self.reference_timed: dict[str, Any] | None = None
+    self.awaits_go = False  # whether the worker waits for this judge's go (_reference_first)
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
@@ -403,8 +415,10 @@ class Judge:
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:
       self._plant_triton_seed()
     prebuild = spec.get("fast_build") and cfg.device == "cuda" and cfg.cuda_prebuild
+    self.awaits_go = (self.backend == "triton" and cfg.device == "cuda" and cfg.reference_first
+                      and self._reference_unmeasured())
     self.worker_started = time.perf_counter()
-    self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild else spec,
+    self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
     # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice),
     # and killing it leaves the candidate's worker alone.
@@ -482,14 +496,15 @@ class Judge:
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
     self._start_second_reference()
+    if self.awaits_go:
+      self._reference_first()
 
     v.stage = "build"
-    # The deadline counts from the worker's start, or from its go after a prebuilder; the build
-    # ran while the reference loaded.
-    started = self.worker_started
+    # The deadline counts from the worker's start, or from its go (after a prebuilder, or after
+    # _reference_first); the build ran while the reference loaded.
     if self._hand_over_thread is not None:
       self._hand_over_thread.join()
-      started = self.go_sent_at
+    started = self.go_sent_at or self.worker_started
     remaining = cfg.build_timeout_s - (time.perf_counter() - started)
     built = self._expect(self.worker.wait(max(remaining, POLL_S), "build",
                                           cfg.build_timeout_s), "build")
@@ -671,10 +686,14 @@ class Judge:
       self.verdict.evidence["gpu_seconds"] = dict(self.steps)
 
   @contextlib.contextmanager
-  def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1):
-    """gpu_slots, with the time spent waiting for them added up in stage_seconds["gpu_wait"]."""
+  def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1, wait: bool = True):
+    """gpu_slots, with the time spent waiting for them added up in stage_seconds["gpu_wait"].
+    Yields whether the GPU is held (see gpu_slots' `wait`)."""
     t0 = time.perf_counter()
-    with gpu_slots(self.device.index or 0, slots, exclusive, width=width):
+    with gpu_slots(self.device.index or 0, slots, exclusive, width=width, wait=wait) as held:
+      if not held:
+        yield False
+        return
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
       # Wall-clock bounds of every hold, so that a run's holds can be laid side by side (how
@@ -683,7 +702,7 @@ class Judge:
       hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared"]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:
-        yield
+        yield True
       finally:
         hold[1] = round(time.time(), 3)
 
@@ -696,18 +715,9 @@ class Judge:
   def _checks(self, base: int) -> None:
     """Reference checks, the candidate's init, and its outputs on fresh input sets."""
     cfg, v = self.cfg, self.verdict
-    seeds = [base + 1 + i for i in range(cfg.num_correct_trials)]
+    seeds = self._check_seeds(base)
     if cfg.check_degenerate:
-      v.stage = "reference_checks"
-      if self._knows("degenerate"):
-        v.degenerate = list(self.known["degenerate"])
-        v.evidence.setdefault("reference_reused", []).append("degenerate")
-      else:
-        with self._step("reference_checks"):
-          self._reference_checks(seeds[:2])
-      v.reference_facts["degenerate"] = list(v.degenerate)
-      if self.facts_path:  # now, before this judge lets go of the GPU: the next one reads them
-        share_facts(self.facts_path, v.reference_facts)
+      self._degenerate_facts(seeds)
     v.stage = "init"
     with self._step("candidate_init"):
       self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
@@ -718,6 +728,71 @@ class Judge:
       self._check_seed(seed, profile=(i == 0), stage="correctness")
       v.num_correct_trials += 1
     v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
+
+  def _check_seeds(self, base: int) -> list[int]:
+    return [base + 1 + i for i in range(self.cfg.num_correct_trials)]
+
+  def _timing_seeds(self, base: int) -> list[int]:
+    return [base + 10_007 + i for i in range(self.cfg.warmup + self.cfg.max_trials)]
+
+  def _reference_unmeasured(self) -> bool:
+    """Whether this judge has a fact about the reference to measure: none shared it by now."""
+    cfg = self.cfg
+    return ((cfg.check_degenerate and not self.reference_checked and not self._knows("degenerate"))
+            or (cfg.timing and cfg.device == "cuda" and self.reference_timed is None
+                and not self._knows("reference_ms")))
+
+  def _reference_first(self) -> None:
+    """What this judge measures about the reference (its checks, its timing), measured while
+    the worker waits for its go, set up and without the candidate's code imported: so nothing
+    of the candidate runs in a process with a GPU meanwhile. Only if the GPU is free now: a
+    judge that would wait for it lets its worker go on, and measures after the candidate's
+    checks as before. The worker's go is sent whatever happens here
+    (evidence["reference_first"])."""
+    cfg, torch = self.cfg, self.torch
+    t0 = time.perf_counter()
+    evidence = self.verdict.evidence["reference_first"] = {"held": False}
+    try:
+      construct = self._second_reference_thread
+      if construct is not None:  # it reseeds torch: nothing here may draw random numbers before
+        construct.join(REFERENCE_FIRST_WAIT_S)
+      if construct is not None and construct.is_alive():
+        evidence["skipped"] = "the reference's second construction was still running"
+        return
+      base = cfg.seed * 1_000_003
+      with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
+        if not held:
+          return
+        evidence["held"] = True
+        if cfg.check_degenerate and not self._knows("degenerate"):
+          self._degenerate_facts(self._check_seeds(base))
+        if cfg.timing and cfg.device == "cuda" and not self._knows("reference_ms"):
+          self.reference_timed = self._time_reference(self._timing_seeds(base))
+        torch.cuda.empty_cache()
+    finally:
+      evidence["seconds"] = round(time.perf_counter() - t0, 3)
+      self.go_sent_at = time.perf_counter()
+      with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
+        channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
+
+  def _degenerate_facts(self, seeds: list[int]) -> None:
+    """The reference checks' findings (verdict.degenerate), once per judge: shared by another
+    judge, or measured here and shared at once, before this judge lets go of the GPU (the next
+    judge reads them)."""
+    v = self.verdict
+    if self.reference_checked:
+      return
+    self.reference_checked = True
+    v.stage = "reference_checks"
+    if self._knows("degenerate"):
+      v.degenerate = list(self.known["degenerate"])
+      v.evidence.setdefault("reference_reused", []).append("degenerate")
+    else:
+      with self._step("reference_checks"):
+        self._reference_checks(seeds[:2])
+    v.reference_facts["degenerate"] = list(v.degenerate)
+    if self.facts_path:
+      share_facts(self.facts_path, v.reference_facts)
 
   def _timed(self, base: int) -> None:
     v = self.verdict
@@ -870,30 +945,17 @@ class Judge:
       torch.cuda.empty_cache()
 
   def _timing(self, base: int) -> None:
-    from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
-    cfg, v, torch = self.cfg, self.verdict, self.torch
-    seeds = [base + 10_007 + i for i in range(cfg.warmup + cfg.max_trials)]
-    if self._knows("reference_ms"):
+    cfg, v = self.cfg, self.verdict
+    seeds = self._timing_seeds(base)
+    if self.reference_timed is not None:  # by _reference_first
+      ref = self.reference_timed
+    elif self._knows("reference_ms"):
       v.reference_ms = self.known["reference_ms"]
       v.compile_ms = self.known.get("compile_ms")
       ref = {"trials": self.known.get("reference_trials")}
       v.evidence.setdefault("reference_reused", []).append("timing")
     else:
-      # The timer's L2-flush buffer (256 MB) is needed only when the reference is timed here.
-      with self._step("reference_timing"):
-        timer = timing.Timer(self.device)
-        make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
-        ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
-                                  cfg.timing_target_s, cfg.min_trials)
-      v.reference_ms = ref["median_ms"]
-      if cfg.compare_torch_compile:
-        try:
-          compiled = torch.compile(self.ref_model)
-          comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup,
-                                     cfg.timing_target_s, cfg.min_trials)
-          v.compile_ms = comp["median_ms"]
-        except Exception as e:  # pylint: disable=broad-except
-          v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])
+      ref = self._time_reference(seeds)
     v.reference_facts.update(reference_ms=v.reference_ms, compile_ms=v.compile_ms,
                              reference_trials=ref["trials"])
     rng = random.Random(os.urandom(8))
@@ -924,6 +986,29 @@ class Judge:
     # one that kept the GPU busy while the reference was timed) leaves no time for others.
     if self.facts_path:
       share_facts(self.facts_path, v.reference_facts)
+
+
+  def _time_reference(self, seeds: list[int]) -> dict[str, Any]:
+    """Times the reference (and torch.compile's, if asked) into the verdict; returns
+    timing.time_forward's summary of the reference."""
+    from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
+    cfg, v = self.cfg, self.verdict
+    # The timer's L2-flush buffer (256 MB) is needed only when the reference is timed here.
+    with self._step("reference_timing"):
+      timer = timing.Timer(self.device)
+      make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
+      ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
+                                cfg.timing_target_s, cfg.min_trials)
+    v.reference_ms = ref["median_ms"]
+    if cfg.compare_torch_compile:
+      try:
+        compiled = self.torch.compile(self.ref_model)
+        comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup,
+                                   cfg.timing_target_s, cfg.min_trials)
+        v.compile_ms = comp["median_ms"]
+      except Exception as e:  # pylint: disable=broad-except
+        v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])
+    return ref
 
 
 def read_facts(path: str) -> dict[str, Any]:

@@ -1,0 +1,152 @@
+"""A judge measures the reference before its worker imports the candidate, if the GPU is free
+then (judge.Judge._reference_first, SandboxConfig.reference_first).
+
+On the CPU, with the GPU's lock files in a temporary directory, the GPU timer replaced and a
+pipe standing in for the worker: what is measured and shared, that the worker's go is sent
+whatever happens, and that a busy GPU leaves the order as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import shutil
+import tempfile
+import threading
+
+import pytest
+import torch
+
+from test_sandbox_faults import CONFIG, _read
+from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import problem, timing
+from kernelzero_jax.sandbox.judge import gpu_slots
+
+# What the judge's timing sees of the reference and, from the worker, of the candidate.
+REFERENCE_TIMED = {"median_ms": 2.0, "trials": 10, "after_forward_ms": 0.25}
+
+
+class _Worker:
+  """The judge's end of a pipe (for the go) and a worker's answer to the timing request."""
+
+  def __init__(self):
+    self.conn, self.far_end = multiprocessing.Pipe()
+
+  def request(self, msg, timeout_s, stage):
+    del timeout_s, stage
+    assert msg["cmd"] == "time"
+    return {"ok": True, "median_ms": 1.0, "trials": 12, "audits": [], "after_forward_ms": 0.5}
+
+  def go_sent(self) -> bool:
+    return self.far_end.poll(0) and self.far_end.recv().get("cmd") == "go"
+
+
+@pytest.fixture
+def make_judge(monkeypatch, tmp_path):
+  """A judge of the scaled ReLU on the CPU, past its start-up, with its reference timing
+  counted in `timed` (a list) instead of measured."""
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the GPU's lock files, this test's
+  timed = []
+  monkeypatch.setattr(timing, "Timer", lambda device: None)
+  monkeypatch.setattr(timing, "time_forward",
+                      lambda *a, **k: timed.append(1) or dict(REFERENCE_TIMED))
+
+  made = []
+
+  def make(facts=None, **config):
+    # A GPU's config (timing is measured only there) for a judge whose tensors are on the CPU.
+    config = dataclasses.replace(CONFIG, **{"device": "cuda", "timing": True, "num_audits": 0,
+                                            **config})
+    made.append(1)
+    facts_path = str(tmp_path / f"facts{len(made)}.json")  # each judge its own pool's
+    if facts:
+      judge_lib.share_facts(facts_path, facts)
+    judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
+                             "facts_path": facts_path})
+    shutil.rmtree(judge.workdir, ignore_errors=True)
+    judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
+    judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
+    judge.ref_model = problem.make_model(judge.ref_mod.Model, judge.ref_mod.get_init_inputs,
+                                         config.init_seed, judge.device)
+    judge.worker = _Worker()
+    return judge, timed, facts_path
+  return make
+
+
+def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(make_judge):
+  judge, timed, facts_path = make_judge()
+  assert judge._reference_unmeasured()  # pylint: disable=protected-access
+  judge._reference_first()  # pylint: disable=protected-access
+  v = judge.verdict
+  assert judge.worker.go_sent() and judge.go_sent_at is not None
+  assert v.evidence["reference_first"]["held"] is True
+  assert timed == [1] and v.reference_ms == 2.0
+  assert "reference_checks" in v.evidence["gpu_seconds"]
+  assert v.degenerate == [] and judge.reference_checked
+  # The checks' findings are shared now; the time only after the candidate's audits.
+  assert judge_lib.read_facts(facts_path) == {"degenerate": []}
+  assert not judge._reference_unmeasured()  # pylint: disable=protected-access
+  # Later, nothing is measured again, and nothing is called reused.
+  judge._degenerate_facts([1, 2])  # pylint: disable=protected-access
+  judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1] and v.candidate_ms == 1.0 and "reference_reused" not in v.evidence
+  assert v.evidence["timing_trials"] == {"reference": 10, "candidate": 12}
+  assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
+  assert judge_lib.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
+                                               "compile_ms": None, "reference_trials": 10}
+
+
+def test_the_checks_measured_first_are_those_measured_after(make_judge):
+  first, _, _ = make_judge(check_degenerate=True)
+  first._reference_first()  # pylint: disable=protected-access
+  after, _, _ = make_judge(check_degenerate=True, reuse_reference=False)
+  after._degenerate_facts(after._check_seeds(0))  # pylint: disable=protected-access
+  assert first.verdict.degenerate == after.verdict.degenerate
+  assert first.verdict.reference_facts["degenerate"] == after.verdict.reference_facts["degenerate"]
+
+
+def test_a_busy_gpu_leaves_the_measuring_for_later_and_still_lets_the_worker_go(make_judge):
+  judge, timed, facts_path = make_judge()
+  with gpu_slots(0, 1, exclusive=True):  # another judge holds the GPU
+    judge._reference_first()  # pylint: disable=protected-access
+  v = judge.verdict
+  assert judge.worker.go_sent()
+  assert v.evidence["reference_first"]["held"] is False and "gpu_holds" not in v.evidence
+  assert timed == [] and not judge.reference_checked
+  assert judge_lib.read_facts(facts_path) == {}
+  judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1] and v.reference_ms == 2.0  # measured after, as before
+
+
+def test_a_second_construction_still_running_leaves_the_measuring_for_later(make_judge,
+                                                                            monkeypatch):
+  monkeypatch.setattr(judge_lib, "REFERENCE_FIRST_WAIT_S", 0.05)
+  judge, timed, _ = make_judge()
+  release = threading.Event()
+  judge._second_reference_thread = threading.Thread(target=release.wait, daemon=True)
+  judge._second_reference_thread.start()
+  try:
+    judge._reference_first()  # pylint: disable=protected-access
+  finally:
+    release.set()
+  ev = judge.verdict.evidence["reference_first"]
+  assert judge.worker.go_sent() and ev["held"] is False and "still running" in ev["skipped"]
+  assert timed == [] and not judge.reference_checked
+
+
+def test_known_facts_need_no_measuring_first(make_judge):
+  judge, _, _ = make_judge(facts={"degenerate": [], "reference_ms": 4.0, "compile_ms": None,
+                                  "reference_trials": 7})
+  assert not judge._reference_unmeasured()  # pylint: disable=protected-access
+  judge, _, _ = make_judge(facts={"degenerate": []})  # the time is still to be measured
+  assert judge._reference_unmeasured()  # pylint: disable=protected-access
+  judge, _, _ = make_judge(facts={"degenerate": []}, timing=False)
+  assert not judge._reference_unmeasured()  # pylint: disable=protected-access
+
+
+def test_a_dead_worker_does_not_stop_the_judge(make_judge):
+  judge, timed, _ = make_judge()
+  judge.worker.far_end.close()
+  judge.worker.conn.close()
+  judge._reference_first()  # pylint: disable=protected-access
+  assert timed == [1]
