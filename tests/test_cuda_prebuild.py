@@ -287,23 +287,24 @@ class _Recorded:
     pass
 
 
-@pytest.mark.parametrize("backend, config, prebuilds, awaits_go", [
-    ("cuda", {"device": "cuda"}, True, True),
-    ("cuda", {"device": "cuda", "build_nice": 0}, True, True),
-    ("cuda", {"device": "cuda", "cuda_prebuild": False}, False, False),
-    ("cuda", {"device": "cuda", "fast_build": False}, False, False),  # the plain path stays plain
+@pytest.mark.parametrize("backend, config, prebuilds, awaits_go, at_once", [
+    ("cuda", {"device": "cuda"}, True, True, 4),
+    ("cuda", {"device": "cuda", "build_nice": 0}, True, True, 4),
+    ("cuda", {"device": "cuda", "build_nice": 7}, True, True, 1),  # alone: not niced
+    ("cuda", {"device": "cuda", "cuda_prebuild": False}, False, False, 4),
+    ("cuda", {"device": "cuda", "fast_build": False}, False, False, 4),  # the plain path stays
     # a Triton worker waits for its judge to measure the reference first (test_reference_first)
-    ("triton", {"device": "cuda", "triton_precompile": False}, False, True),
+    ("triton", {"device": "cuda", "triton_precompile": False}, False, True, 4),
     ("triton", {"device": "cuda", "triton_precompile": False, "reference_first": False}, False,
-     False),
+     False, 4),
 ])
 def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config, prebuilds,
-                                                                  awaits_go, monkeypatch):
+                                                                  awaits_go, at_once, monkeypatch):
   monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
   monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
   _Recorded.specs = []
   job = {"backend": backend, "config": config, "candidate_source": CANDIDATE,
-         "reference_source": REFERENCE}
+         "reference_source": REFERENCE, "judges_at_once": at_once}
   judge = judge_lib.Judge(job)
   judge.own_kernels = []
   judge._start_worker()  # pylint: disable=protected-access
@@ -316,7 +317,7 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
     ((prebuilder, kills_descendants),) = rest
     assert prebuilder == {**{k: v for k, v in worker.items() if k != "await_go"},
                           "role": worker_lib.PREBUILD, "device": "meta",
-                          "nice": config.get("build_nice", 10)}
+                          "nice": config.get("build_nice", 10) if at_once > 1 else 0}
     assert not kills_descendants  # killing it leaves the worker alone
   else:
     assert rest == []

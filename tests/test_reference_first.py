@@ -80,6 +80,7 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   v = judge.verdict
   assert judge.worker.go_sent() and judge.go_sent_at is not None
   assert v.evidence["reference_first"]["held"] is True
+  assert not judge.worker.go_sent()  # once
   assert timed == [1] and v.reference_ms == 2.0
   assert "reference_checks" in v.evidence["gpu_seconds"]
   assert v.degenerate == [] and judge.reference_checked
@@ -94,6 +95,22 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
   assert judge_lib.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
                                                "compile_ms": None, "reference_trials": 10}
+
+
+def test_the_go_comes_after_the_timing_and_before_the_checks(make_judge, monkeypatch):
+  judge, _, _ = make_judge()
+  seen = []
+  time_reference, reference_checks = judge._time_reference, judge._reference_checks
+  monkeypatch.setattr(judge, "_time_reference",
+                      lambda seeds: seen.append(("timed", judge.go_sent_at)) or
+                      time_reference(seeds))
+  monkeypatch.setattr(judge, "_reference_checks",
+                      lambda seeds: seen.append(("checked", judge.go_sent_at)) or
+                      reference_checks(seeds))
+  judge._reference_first()  # pylint: disable=protected-access
+  assert [what for what, _ in seen] == ["timed", "checked"]
+  assert seen[0][1] is None and seen[1][1] is not None  # timed with the worker waiting
+  assert judge.worker.go_sent()
 
 
 def test_the_checks_measured_first_are_those_measured_after(make_judge):

@@ -151,6 +151,18 @@ def test_the_pool_tells_each_judge_how_many_judges_share_its_gpu(monkeypatch, ma
   assert judge.jobs[0]["judges_on_gpu"] == judges
 
 
+@pytest.mark.parametrize("candidates, judges_at_once", [(1, 1), (3, 3), (9, 4)])
+def test_the_pool_tells_each_judge_how_many_judges_run_at_once(monkeypatch, candidates,
+                                                                judges_at_once):
+  # at most max_parallel (4), and no more than the batch has candidates
+  judge = _Recorder(*[_verdict(V.CORRECT) for _ in range(candidates)])
+  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  pool = evaluate_lib.SandboxPool(SHARED, max_parallel=4, gpu_indices=(0, 1),
+                                  launcher="subprocess")
+  pool.evaluate([evaluate_lib.Job("ref", f"cand{i}", "triton") for i in range(candidates)])
+  assert [job["judges_at_once"] for job in judge.jobs] == [judges_at_once] * candidates
+
+
 def test_an_oom_with_the_gpu_alone_is_the_candidates_failure(monkeypatch):
   judge = _Recorder(_verdict(V.RUNTIME_ERROR, OOM_REASONS["worker"]),
                     _verdict(V.RUNTIME_ERROR, OOM_REASONS["driver"]))

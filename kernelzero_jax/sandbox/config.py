@@ -61,6 +61,8 @@ class SandboxConfig:
   # a timing's interval ends after a synchronize, so it holds the host's wake-up, and on an H200
   # machine with its cores busy that tripled a 3 ms kernel's measured time in one of 5 timings
   # (benchmarks/timing_noise.py). Builds are throughput work; timing is not. 0: as started.
+  # A judge alone on the machine does not nice them: nobody else times, and its own build is
+  # on its critical path (0.96 s against 0.67 s for a lone Triton precompile on an H200).
   build_nice: int = 10
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the

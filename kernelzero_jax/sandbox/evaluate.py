@@ -296,7 +296,8 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
 def evaluate_candidate(reference_source: str, candidate_source: str, backend: str,
                        config: SandboxConfig | None = None, gpu_index: int = 0,
                        launcher: SubprocessLauncher | ZygoteLauncher | None = None,
-                       facts_path: str | None = None, judges_on_gpu: int = 1) -> V.Verdict:
+                       facts_path: str | None = None, judges_on_gpu: int = 1,
+                       judges_at_once: int = 1) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
@@ -304,13 +305,15 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
   (judge.share_facts; SandboxPool.facts_path): the judge reads what is there when it needs a
   fact about the reference, instead of measuring it again, and adds what it measured.
   `judges_on_gpu`: how many judges may run on its GPU at once (their processes' memory is not
-  there for checks to share: judge.check_width)."""
+  there for checks to share: judge.check_width); `judges_at_once`: on this machine (with
+  others, the processes that only build run niced: SandboxConfig.build_nice)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
   job = {"reference_source": reference_source, "candidate_source": candidate_source,
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
-         "facts_path": facts_path, "judges_on_gpu": judges_on_gpu}
+         "facts_path": facts_path, "judges_on_gpu": judges_on_gpu,
+         "judges_at_once": judges_at_once}
   verdict = _judge_once(job, config, launcher)
   if shared_gpu_oom(verdict, config):
     # Out of GPU memory while other judges' checks shared the GPU: their tensors may be what
@@ -523,6 +526,7 @@ class SandboxPool:
     self._start_machine_builds(jobs)
     submitted = time.perf_counter()
     judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
+    judges_at_once = min(self.max_parallel, len(jobs))  # at most, on this machine
 
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
@@ -531,7 +535,7 @@ class SandboxPool:
                else None)
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
                                    gpu, self.launcher, facts_path=facts,
-                                   judges_on_gpu=judges_on_gpu)
+                                   judges_on_gpu=judges_on_gpu, judges_at_once=judges_at_once)
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)

@@ -420,9 +420,11 @@ class Judge:
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
-    # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice),
-    # and killing it leaves the candidate's worker alone.
-    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=cfg.build_nice),
+    # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice)
+    # where other judges may be timing meanwhile (alone, its build is this judge's critical
+    # path), and killing it leaves the candidate's worker alone.
+    nice = cfg.build_nice if int(self.job.get("judges_at_once") or 1) > 1 else 0
+    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice),
                                         cfg.memory_limit_gb, kill_descendants=False)
     if prebuild:
       from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
@@ -743,15 +745,17 @@ class Judge:
                 and not self._knows("reference_ms")))
 
   def _reference_first(self) -> None:
-    """What this judge measures about the reference (its checks, its timing), measured while
-    the worker waits for its go, set up and without the candidate's code imported: so nothing
-    of the candidate runs in a process with a GPU meanwhile. Only if the GPU is free now: a
-    judge that would wait for it lets its worker go on, and measures after the candidate's
-    checks as before. The worker's go is sent whatever happens here
+    """What this judge measures about the reference (its timing, then its checks), measured
+    before the candidate's checks, if the GPU is free now: a judge that would wait for it lets
+    its worker go on, and measures after the candidate's checks as before. The reference is
+    timed while the worker waits for its go, set up and without the candidate's code imported,
+    so that nothing of the candidate runs in a process with a GPU meanwhile; the untimed checks
+    follow while the worker imports it. The go is sent whatever happens here
     (evidence["reference_first"])."""
     cfg, torch = self.cfg, self.torch
     t0 = time.perf_counter()
     evidence = self.verdict.evidence["reference_first"] = {"held": False}
+    go = lambda: self._send_go(t0, evidence)
     try:
       construct = self._second_reference_thread
       if construct is not None:  # it reseeds torch: nothing here may draw random numbers before
@@ -764,16 +768,24 @@ class Judge:
         if not held:
           return
         evidence["held"] = True
-        if cfg.check_degenerate and not self._knows("degenerate"):
-          self._degenerate_facts(self._check_seeds(base))
         if cfg.timing and cfg.device == "cuda" and not self._knows("reference_ms"):
           self.reference_timed = self._time_reference(self._timing_seeds(base))
+        go()
+        if cfg.check_degenerate and not self._knows("degenerate"):
+          self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
     finally:
+      go()
       evidence["seconds"] = round(time.perf_counter() - t0, 3)
-      self.go_sent_at = time.perf_counter()
-      with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
-        channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
+
+  def _send_go(self, t0: float, evidence: dict[str, Any]) -> None:
+    """The worker's go (once): it imports the candidate from now on."""
+    if self.go_sent_at is not None:
+      return
+    self.go_sent_at = time.perf_counter()
+    evidence["go_s"] = round(self.go_sent_at - t0, 3)
+    with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
+      channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
 
   def _degenerate_facts(self, seeds: list[int]) -> None:
     """The reference checks' findings (verdict.degenerate), once per judge: shared by another
