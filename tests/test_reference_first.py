@@ -167,3 +167,23 @@ def test_a_dead_worker_does_not_stop_the_judge(make_judge):
   judge.worker.conn.close()
   judge._reference_first()  # pylint: disable=protected-access
   assert timed == [1]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_checks_first_take_the_fused_comparison_if_it_has_compiled_by_then(make_judge,
+                                                                               compiled):
+  judge, _, _ = make_judge()
+  release = threading.Event()
+  judge._fused_built = {"compile_s": 0.1, "error": "no cubin on the CPU"}
+  judge._fused_thread = threading.Thread(target=release.wait, daemon=True)
+  judge._fused_thread.start()
+  if compiled:
+    release.set()
+    judge._fused_thread.join()
+  try:
+    judge._reference_first()  # pylint: disable=protected-access
+  finally:
+    release.set()
+  readied = "fused_compare" in judge.verdict.evidence
+  assert readied is compiled and (judge._fused_thread is None) is compiled
+  assert judge.reference_checked  # measured either way (the torch way when not readied)

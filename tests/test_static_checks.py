@@ -299,6 +299,10 @@ def test_cuda_kernel_name_forms(decl, name):
     ("void f() { system(\"ls\"); }", "processes"),
     ("void f() { dlopen(\"x\", 0); }", "processes"),
     ("void f() { cudaDeviceReset(); }", "device state"),
+    ("static int x = setenv(\"CUDA_VISIBLE_DEVICES\", \"0\", 1);", "environment"),
+    ("void f() { putenv((char*)\"CUDA_VISIBLE_DEVICES=0\"); }", "environment"),
+    ("void f() { unsetenv(\"CUDA_VISIBLE_DEVICES\"); }", "environment"),
+    ("extern char** environ; void f() { environ[0] = 0; }", "environment"),
 ])
 def test_cuda_forbidden_patterns(snippet, reason):
   rejections = _rejections(_cuda_source(snippet), backend="cuda")

@@ -634,6 +634,7 @@ class Judge:
     comparisons go the torch way (evidence["fused_compare"]["error"])."""
     from kernelzero_jax.sandbox import fused_compare  # pylint: disable=import-outside-toplevel
     self._fused_thread.join()
+    self._fused_thread = None  # once
     built = self._fused_built
     evidence = self.verdict.evidence["fused_compare"] = {"compile_s": built["compile_s"]}
     if "cubin" not in built:
@@ -772,6 +773,8 @@ class Judge:
           self.reference_timed = self._time_reference(self._timing_seeds(base))
         go()
         if cfg.check_degenerate and not self._knows("degenerate"):
+          if self._fused_thread is not None and not self._fused_thread.is_alive():
+            self._ready_fused_compare()  # compiled by now: the checks compare in one kernel
           self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
     finally:

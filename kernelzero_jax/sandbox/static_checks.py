@@ -103,6 +103,11 @@ CUDA_FORBIDDEN_PATTERNS = [
      "starts processes or loads libraries"),
     (re.compile(r"\bcudaDeviceSetLimit\b|\bcudaSetDevice\b|\bcudaDeviceReset\b"),
      "changes device state"),
+    # The CUDA prebuilder loads the extension with no GPU visible (CUDA_VISIBLE_DEVICES empty,
+    # read when the driver starts): code run at load that changed the variable first would get
+    # the GPU, beside other judges' timings.
+    (re.compile(r"\b(?:setenv|putenv|unsetenv|clearenv)\s*\(|\benviron\b"),
+     "changes the process's environment"),
 ]
 
 
