@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 
 import pytest
 from torch.utils import cpp_extension
@@ -203,6 +205,36 @@ def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
     assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip}
 
 
+def test_the_go_waits_for_the_judge_timing_the_reference():
+  class Prebuilder:
+    def wait(self, timeout_s, stage):
+      del timeout_s, stage
+      return {"ok": True, "seconds": 1.0, "build_log": []}
+
+    def kill(self):
+      pass
+
+  class Worker:
+    def __init__(self):
+      self.conn, self.other_end = multiprocessing.Pipe()
+
+  worker, gate, seen = Worker(), threading.Event(), []
+
+  def before_go():
+    seen.append(worker.other_end.poll(0))  # nothing sent yet
+    gate.wait()
+
+  thread = threading.Thread(target=lambda: seen.append(cuda_prebuild.hand_over(
+      Prebuilder(), worker, tempfile.mkdtemp(), 1.0, before_go)))
+  thread.start()
+  time.sleep(0.3)
+  assert not worker.other_end.poll(0)  # the prebuilder is done; the judge is not
+  gate.set()
+  thread.join(10)
+  assert seen[0] is False and seen[1]["waited_for_judge_s"] >= 0.3
+  assert channel.recv(worker.other_end)["cmd"] == "go"
+
+
 def test_a_prebuilder_tries_the_lite_build_alone():
   fake, log = FakeLoadInline(), []
   load = fast_build.fast_load_inline(fake, None, log.append, lite_object="/cache/rt.o",
@@ -308,6 +340,10 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
   judge = judge_lib.Judge(job)
   judge.own_kernels = []
   judge._start_worker()  # pylint: disable=protected-access
+  # the judge would open it once it has timed the reference first (test_reference_first.py)
+  assert (judge._reference_gate is not None) is prebuilds  # pylint: disable=protected-access
+  if prebuilds:
+    judge._reference_gate.set()  # pylint: disable=protected-access
   if judge._hand_over_thread is not None:  # pylint: disable=protected-access
     judge._hand_over_thread.join()  # pylint: disable=protected-access
     assert judge.verdict.evidence["cuda_prebuild"]["error"].startswith("prebuild: not started")

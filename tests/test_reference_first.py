@@ -187,3 +187,18 @@ def test_the_checks_first_take_the_fused_comparison_if_it_has_compiled_by_then(m
   readied = "fused_compare" in judge.verdict.evidence
   assert readied is compiled and (judge._fused_thread is None) is compiled
   assert judge.reference_checked  # measured either way (the torch way when not readied)
+
+
+def test_a_cuda_judge_opens_the_prebuilders_gate_instead_of_sending_the_go(make_judge):
+  # A CUDA worker waits for its prebuilder's hand-over, which sends the go once the prebuilder
+  # is done and this gate is open (cuda_prebuild.hand_over's before_go).
+  judge, timed, _ = make_judge()
+  judge._reference_gate = threading.Event()  # pylint: disable=protected-access
+  seen = []
+  time_reference = judge._time_reference
+  judge._time_reference = lambda seeds: seen.append(judge._reference_gate.is_set()) or \
+      time_reference(seeds)  # pylint: disable=protected-access
+  judge._reference_first()  # pylint: disable=protected-access
+  assert seen == [False] and judge._reference_gate.is_set()  # pylint: disable=protected-access
+  assert not judge.worker.go_sent() and judge.go_sent_at is None and timed == [1]
+  assert "go_s" in judge.verdict.evidence["reference_first"]

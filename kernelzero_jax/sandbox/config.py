@@ -91,11 +91,12 @@ class SandboxConfig:
   # candidate) compiled once per machine by a trusted process and copied into each candidate's
   # own Triton cache, instead of compiled with gcc for every candidate (triton_seed.py).
   triton_seed: bool = True
-  # Triton candidates on a GPU: a judge that must measure the reference itself (its degenerate
-  # checks, its timing) does so before its worker imports the candidate, if the GPU is free
-  # then, instead of after the candidate's checks; the worker waits for it (set up, its kernels
-  # compiling in the precompiler). A lone candidate no longer waits for the reference after it
-  # is built. In a busy batch the GPU is rarely free then, and the order stays as it was.
+  # Candidates on a GPU (Triton's, and CUDA's with a prebuilder): a judge that must measure the
+  # reference itself (its timing, its degenerate checks) does so before its worker imports the
+  # candidate, if the GPU is free then, instead of after the candidate's checks; the worker waits
+  # for it, set up, while the candidate's kernels compile in the precompiler or prebuilder (no
+  # GPU there). A lone candidate no longer waits for the reference after it is built. In a busy
+  # batch the GPU is rarely free then, and the order stays as it was.
   reference_first: bool = True
   # Correctness checks: the judge computes the reference's outputs for an input set while the
   # candidate's worker runs on its own copy of it, instead of after (nothing is timed then).

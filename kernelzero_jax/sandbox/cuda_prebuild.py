@@ -32,7 +32,8 @@ import math
 import os
 import re
 import shutil
-from typing import Any
+import time
+from typing import Any, Callable
 
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import judge
@@ -99,15 +100,21 @@ def clear_for_worker(workdir: str, built: bool) -> int:
   return len(batons)
 
 
-def hand_over(prebuilder, worker, workdir: str, wait_s: float) -> dict[str, Any]:
+def hand_over(prebuilder, worker, workdir: str, wait_s: float,
+              before_go: Callable[[], Any] | None = None) -> dict[str, Any]:
   """Waits up to `wait_s` for the prebuilder (a judge.WorkerHandle) and kills it
   (judge.finish_side_worker), readies the directory and tells the worker (another WorkerHandle,
-  waiting) to go. Returns the evidence: the reply's summary, the wait and the batons removed.
-  Whatever happened to the prebuilder, the worker builds as it would have without one."""
+  waiting) to go, once `before_go` returns (the judge timing the reference meanwhile). Returns
+  the evidence: the reply's summary, the wait and the batons removed. Whatever happened to the
+  prebuilder, the worker builds as it would have without one."""
   summary = {"ok": False, **judge.finish_side_worker(prebuilder, wait_s, "prebuild", sanitize,
                                                      REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
   skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
+  if before_go is not None:
+    t0 = time.perf_counter()
+    before_go()
+    summary["waited_for_judge_s"] = round(time.perf_counter() - t0, 3)
   try:
     channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)
   except OSError:

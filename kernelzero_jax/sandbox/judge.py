@@ -347,7 +347,10 @@ class Judge:
     # SandboxConfig.reference_first let it (_reference_first), or in the checks.
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
-    self.awaits_go = False  # whether the worker waits for this judge's go (_reference_first)
+    # Whether the worker waits for this judge's go (_reference_first): a Triton worker waits for
+    # the go itself; a CUDA worker for its prebuilder's hand-over, which waits for this gate.
+    self.awaits_go = False
+    self._reference_gate: threading.Event | None = None
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
@@ -379,6 +382,8 @@ class Judge:
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
+      if self._reference_gate is not None:  # a judge that failed before it opened the gate
+        self._reference_gate.set()
       if self._hand_over_thread is not None:  # done at once now: it writes into the verdict
         self._hand_over_thread.join()
       if self.close_stats is not None:
@@ -415,8 +420,12 @@ class Judge:
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:
       self._plant_triton_seed()
     prebuild = spec.get("fast_build") and cfg.device == "cuda" and cfg.cuda_prebuild
-    self.awaits_go = (self.backend == "triton" and cfg.device == "cuda" and cfg.reference_first
-                      and self._reference_unmeasured())
+    # A CUDA worker without a prebuilder builds at once: its candidate's code would run while
+    # the reference is timed.
+    self.awaits_go = (cfg.device == "cuda" and cfg.reference_first
+                      and (self.backend == "triton" or prebuild) and self._reference_unmeasured())
+    if prebuild and self.awaits_go:
+      self._reference_gate = threading.Event()
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
@@ -599,12 +608,12 @@ class Judge:
     Whatever happened to the prebuilder, the worker builds as it would have without one
     (evidence["cuda_prebuild"])."""
     from kernelzero_jax.sandbox import cuda_prebuild  # pylint: disable=import-outside-toplevel
-    prebuilder, worker = self.prebuilder, self.worker
+    prebuilder, worker, gate = self.prebuilder, self.worker, self._reference_gate
 
     def hand_over() -> None:
       wait_s = min(self.cfg.build_timeout_s, cuda_prebuild.MAX_WAIT_S)
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
-          prebuilder, worker, self.workdir, wait_s)
+          prebuilder, worker, self.workdir, wait_s, gate.wait if gate is not None else None)
       self.go_sent_at = time.perf_counter()
     self._hand_over_thread = threading.Thread(target=hand_over, name="prebuild-hand-over",
                                               daemon=True)
@@ -750,9 +759,9 @@ class Judge:
     before the candidate's checks, if the GPU is free now: a judge that would wait for it lets
     its worker go on, and measures after the candidate's checks as before. The reference is
     timed while the worker waits for its go, set up and without the candidate's code imported,
-    so that nothing of the candidate runs in a process with a GPU meanwhile; the untimed checks
-    follow while the worker imports it. The go is sent whatever happens here
-    (evidence["reference_first"])."""
+    so that nothing of the candidate runs in a process with a GPU meanwhile (its precompiler or
+    prebuilder has none); the untimed checks follow while the worker imports it. The go is
+    given whatever happens here (evidence["reference_first"])."""
     cfg, torch = self.cfg, self.torch
     t0 = time.perf_counter()
     evidence = self.verdict.evidence["reference_first"] = {"held": False}
@@ -782,11 +791,16 @@ class Judge:
       evidence["seconds"] = round(time.perf_counter() - t0, 3)
 
   def _send_go(self, t0: float, evidence: dict[str, Any]) -> None:
-    """The worker's go (once): it imports the candidate from now on."""
-    if self.go_sent_at is not None:
+    """The worker's go (once): it imports the candidate from now on. A CUDA worker's comes from
+    the prebuilder's hand-over, once the prebuilder is done too (_start_hand_over)."""
+    if "go_s" in evidence:
       return
-    self.go_sent_at = time.perf_counter()
-    evidence["go_s"] = round(self.go_sent_at - t0, 3)
+    now = time.perf_counter()
+    evidence["go_s"] = round(now - t0, 3)
+    if self._reference_gate is not None:
+      self._reference_gate.set()
+      return
+    self.go_sent_at = now
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
       channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
 
