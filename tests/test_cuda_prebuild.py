@@ -340,10 +340,11 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
   judge = judge_lib.Judge(job)
   judge.own_kernels = []
   judge._start_worker()  # pylint: disable=protected-access
-  # the judge would open it once it has timed the reference first (test_reference_first.py)
-  assert (judge._reference_gate is not None) is prebuilds  # pylint: disable=protected-access
-  if prebuilds:
-    judge._reference_gate.set()  # pylint: disable=protected-access
+  # a worker waiting for its go may get it only once the reference is timed (go_gate.py; the
+  # hand-over opens the gate: nobody claimed it here)
+  assert (judge.go_gate is not None) is awaits_go
+  if judge._go_timer is not None:  # pylint: disable=protected-access
+    judge._go_timer.cancel()  # pylint: disable=protected-access
   if judge._hand_over_thread is not None:  # pylint: disable=protected-access
     judge._hand_over_thread.join()  # pylint: disable=protected-access
     assert judge.verdict.evidence["cuda_prebuild"]["error"].startswith("prebuild: not started")

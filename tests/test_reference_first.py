@@ -20,6 +20,7 @@ import torch
 from test_sandbox_faults import CONFIG, _read
 from kernelzero_jax.sandbox import judge as judge_lib
 from kernelzero_jax.sandbox import problem, timing
+from kernelzero_jax.sandbox.go_gate import GoGate
 from kernelzero_jax.sandbox.judge import gpu_slots
 
 # What the judge's timing sees of the reference and, from the worker, of the candidate.
@@ -69,6 +70,7 @@ def make_judge(monkeypatch, tmp_path):
     judge.ref_model = problem.make_model(judge.ref_mod.Model, judge.ref_mod.get_init_inputs,
                                          config.init_seed, judge.device)
     judge.worker = _Worker()
+    judge.awaits_go, judge.go_gate = True, GoGate()  # a Triton judge's (no prebuilder)
     return judge, timed, facts_path
   return make
 
@@ -189,16 +191,78 @@ def test_the_checks_first_take_the_fused_comparison_if_it_has_compiled_by_then(m
   assert judge.reference_checked  # measured either way (the torch way when not readied)
 
 
-def test_a_cuda_judge_opens_the_prebuilders_gate_instead_of_sending_the_go(make_judge):
-  # A CUDA worker waits for its prebuilder's hand-over, which sends the go once the prebuilder
-  # is done and this gate is open (cuda_prebuild.hand_over's before_go).
+def test_a_cuda_judge_holds_the_prebuilders_hand_over_back_only_while_it_times(make_judge):
+  # A CUDA worker's go comes from its prebuilder's hand-over, which opens the gate
+  # (cuda_prebuild.hand_over's before_go): it waits while the judge times the reference.
   judge, timed, _ = make_judge()
-  judge._reference_gate = threading.Event()  # pylint: disable=protected-access
-  seen = []
-  time_reference = judge._time_reference
-  judge._time_reference = lambda seeds: seen.append(judge._reference_gate.is_set()) or \
-      time_reference(seeds)  # pylint: disable=protected-access
+  judge.prebuilder = object()  # a CUDA candidate's judge: it sends no go itself
+  opened = []
+  hand_over = threading.Thread(target=lambda: opened.append(judge.go_gate.open()))
+  time_reference = judge._time_reference  # pylint: disable=protected-access
+
+  def slow_timing(seeds):
+    hand_over.start()  # the prebuilder is done while the judge times
+    hand_over.join(0.3)
+    opened.append("timing")
+    return time_reference(seeds)
+  judge._time_reference = slow_timing  # pylint: disable=protected-access
   judge._reference_first()  # pylint: disable=protected-access
-  assert seen == [False] and judge._reference_gate.is_set()  # pylint: disable=protected-access
-  assert not judge.worker.go_sent() and judge.go_sent_at is None and timed == [1]
-  assert "go_s" in judge.verdict.evidence["reference_first"]
+  hand_over.join(10)
+  assert opened == ["timing", True] and timed == [1]
+  assert judge.verdict.evidence["reference_first"]["timed"] is True
+  assert not judge.worker.go_sent() and judge.go_sent_at is None
+
+
+def test_after_the_go_the_reference_is_not_timed_first_but_still_checked(make_judge):
+  # The go came first (a Triton worker's deadline, or a CUDA prebuilder done while the judge
+  # still loaded the reference): the worker may run the candidate's code, so the reference is
+  # timed after the candidate's checks, as without reference_first; the untimed checks need
+  # no quiet GPU.
+  judge, timed, _ = make_judge()
+  assert judge.go_gate.open()
+  judge._reference_first()  # pylint: disable=protected-access
+  ev = judge.verdict.evidence["reference_first"]
+  assert ev["held"] is True and ev["timed"] is False and timed == []
+  assert judge.reference_checked and not judge.worker.go_sent()  # the opener sent it
+  judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1]
+
+
+def test_the_go_gate_opens_once_and_never_while_the_reference_is_timed():
+  gate = GoGate()
+  assert gate.claim()
+  opened = []
+  opener = threading.Thread(target=lambda: opened.append(gate.open()))
+  opener.start()
+  opener.join(0.2)
+  assert opener.is_alive() and opened == []  # waiting for the timing to end
+  gate.release()
+  opener.join(10)
+  assert opened == [True] and gate.opened_at is not None
+  assert not gate.open() and not gate.claim()  # once; and no timing after the go
+
+
+def test_a_triton_worker_gets_its_go_by_the_deadline_from_a_slow_judge(monkeypatch):
+  monkeypatch.setattr(judge_lib, "TRITON_GO_DEADLINE_S", 0.05)
+  workers = []
+
+  class Recorded(_Worker):
+    def __init__(self, spec, memory_limit_gb, target=None, kill_descendants=True):
+      del memory_limit_gb, target, kill_descendants
+      super().__init__()
+      self.spec = spec
+      workers.append(self)
+
+    def kill(self):
+      pass
+  monkeypatch.setattr(judge_lib, "WorkerHandle", Recorded)
+  config = dataclasses.replace(CONFIG, device="cuda", triton_precompile=False, triton_seed=False)
+  judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
+                           "candidate_source": "", "reference_source": ""})
+  shutil.rmtree(judge.workdir, ignore_errors=True)
+  judge.own_kernels = []
+  judge._start_worker()  # pylint: disable=protected-access
+  (worker,) = workers
+  assert worker.spec["await_go"] and judge.awaits_go
+  assert worker.far_end.poll(10) and worker.far_end.recv() == {"cmd": "go"}
+  assert judge.go_sent_at is not None and not judge.go_gate.claim()

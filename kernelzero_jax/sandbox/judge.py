@@ -30,11 +30,16 @@ from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import static_checks
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.sandbox.go_gate import GoGate
 
 POLL_S = 0.05
 # How long _reference_first waits for the reference's second construction (a thread, which
 # reseeds torch) before it gives up measuring first: the worker waits for its go meanwhile.
 REFERENCE_FIRST_WAIT_S = 0.5
+# A Triton worker that waits for its judge to time the reference first gets its go at the latest
+# this long after its start (its own start-up takes about 0.45 s on an H200 machine): a judge still
+# loading a large reference by then would hold its worker back for nothing.
+TRITON_GO_DEADLINE_S = 1.0
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU. (Its releases of GPU memory are under the hold they end.)
 STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
@@ -347,10 +352,12 @@ class Judge:
     # SandboxConfig.reference_first let it (_reference_first), or in the checks.
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
-    # Whether the worker waits for this judge's go (_reference_first): a Triton worker waits for
-    # the go itself; a CUDA worker for its prebuilder's hand-over, which waits for this gate.
+    # Whether the worker waits for this judge to time the reference first (_reference_first,
+    # go_gate.py): a Triton worker's go comes from this judge (_let_triton_worker_go, at the
+    # latest at a deadline), a CUDA worker's from its prebuilder's hand-over.
     self.awaits_go = False
-    self._reference_gate: threading.Event | None = None
+    self.go_gate: GoGate | None = None
+    self._go_timer: threading.Timer | None = None
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
@@ -382,8 +389,10 @@ class Judge:
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
-      if self._reference_gate is not None:  # a judge that failed before it opened the gate
-        self._reference_gate.set()
+      if self._go_timer is not None:
+        self._go_timer.cancel()
+      if self.go_gate is not None:  # (a claim is always released: this is for certainty)
+        self.go_gate.release()
       if self._hand_over_thread is not None:  # done at once now: it writes into the verdict
         self._hand_over_thread.join()
       if self.close_stats is not None:
@@ -424,11 +433,14 @@ class Judge:
     # the reference is timed.
     self.awaits_go = (cfg.device == "cuda" and cfg.reference_first
                       and (self.backend == "triton" or prebuild) and self._reference_unmeasured())
-    if prebuild and self.awaits_go:
-      self._reference_gate = threading.Event()
+    self.go_gate = GoGate() if self.awaits_go else None
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
+    if self.awaits_go and not prebuild:
+      self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
+      self._go_timer.daemon = True
+      self._go_timer.start()
     # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice)
     # where other judges may be timing meanwhile (alone, its build is this judge's critical
     # path), and killing it leaves the candidate's worker alone.
@@ -608,12 +620,12 @@ class Judge:
     Whatever happened to the prebuilder, the worker builds as it would have without one
     (evidence["cuda_prebuild"])."""
     from kernelzero_jax.sandbox import cuda_prebuild  # pylint: disable=import-outside-toplevel
-    prebuilder, worker, gate = self.prebuilder, self.worker, self._reference_gate
+    prebuilder, worker, gate = self.prebuilder, self.worker, self.go_gate
 
     def hand_over() -> None:
       wait_s = min(self.cfg.build_timeout_s, cuda_prebuild.MAX_WAIT_S)
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
-          prebuilder, worker, self.workdir, wait_s, gate.wait if gate is not None else None)
+          prebuilder, worker, self.workdir, wait_s, gate.open if gate is not None else None)
       self.go_sent_at = time.perf_counter()
     self._hand_over_thread = threading.Thread(target=hand_over, name="prebuild-hand-over",
                                               daemon=True)
@@ -756,16 +768,15 @@ class Judge:
 
   def _reference_first(self) -> None:
     """What this judge measures about the reference (its timing, then its checks), measured
-    before the candidate's checks, if the GPU is free now: a judge that would wait for it lets
-    its worker go on, and measures after the candidate's checks as before. The reference is
-    timed while the worker waits for its go, set up and without the candidate's code imported,
-    so that nothing of the candidate runs in a process with a GPU meanwhile (its precompiler or
-    prebuilder has none); the untimed checks follow while the worker imports it. The go is
-    given whatever happens here (evidence["reference_first"])."""
+    before the candidate's checks, if the GPU is free now: a judge that would wait for it
+    measures after the candidate's checks as before. The reference is timed only while the
+    worker still waits for its go, set up and without the candidate's code imported, so that
+    nothing of the candidate runs in a process with a GPU meanwhile (its precompiler or
+    prebuilder has none; go_gate.py); the untimed checks follow while the worker imports it
+    (evidence["reference_first"])."""
     cfg, torch = self.cfg, self.torch
     t0 = time.perf_counter()
-    evidence = self.verdict.evidence["reference_first"] = {"held": False}
-    go = lambda: self._send_go(t0, evidence)
+    evidence = self.verdict.evidence["reference_first"] = {"held": False, "timed": False}
     try:
       construct = self._second_reference_thread
       if construct is not None:  # it reseeds torch: nothing here may draw random numbers before
@@ -778,29 +789,29 @@ class Judge:
         if not held:
           return
         evidence["held"] = True
-        if cfg.timing and cfg.device == "cuda" and not self._knows("reference_ms"):
-          self.reference_timed = self._time_reference(self._timing_seeds(base))
-        go()
+        if (cfg.timing and cfg.device == "cuda" and not self._knows("reference_ms")
+            and self.go_gate.claim()):
+          try:
+            self.reference_timed = self._time_reference(self._timing_seeds(base))
+            evidence["timed"] = True
+          finally:
+            self.go_gate.release()
+        self._let_triton_worker_go()
         if cfg.check_degenerate and not self._knows("degenerate"):
           if self._fused_thread is not None and not self._fused_thread.is_alive():
             self._ready_fused_compare()  # compiled by now: the checks compare in one kernel
           self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
     finally:
-      go()
+      self._let_triton_worker_go()
       evidence["seconds"] = round(time.perf_counter() - t0, 3)
 
-  def _send_go(self, t0: float, evidence: dict[str, Any]) -> None:
-    """The worker's go (once): it imports the candidate from now on. A CUDA worker's comes from
-    the prebuilder's hand-over, once the prebuilder is done too (_start_hand_over)."""
-    if "go_s" in evidence:
+  def _let_triton_worker_go(self) -> None:
+    """A Triton worker's go, once (go_gate.GoGate.open: not while the reference is timed).
+    A CUDA worker's comes from its prebuilder's hand-over (_start_hand_over)."""
+    if self.prebuilder is not None or self.go_gate is None or not self.go_gate.open():
       return
-    now = time.perf_counter()
-    evidence["go_s"] = round(now - t0, 3)
-    if self._reference_gate is not None:
-      self._reference_gate.set()
-      return
-    self.go_sent_at = now
+    self.go_sent_at = time.perf_counter()
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
       channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
 
