@@ -15,11 +15,11 @@ import tempfile
 import threading
 
 import pytest
-import torch
 
-from test_sandbox_faults import CONFIG, _read
+from test_sandbox_faults import CONFIG
+from test_sandbox_reference_reuse import judge_on_the_cpu
 from kernelzero_jax.sandbox import judge as judge_lib
-from kernelzero_jax.sandbox import problem, timing
+from kernelzero_jax.sandbox import timing
 from kernelzero_jax.sandbox.go_gate import GoGate
 from kernelzero_jax.sandbox.judge import gpu_slots
 
@@ -60,15 +60,7 @@ def make_judge(monkeypatch, tmp_path):
                                             **config})
     made.append(1)
     facts_path = str(tmp_path / f"facts{len(made)}.json")  # each judge its own pool's
-    if facts:
-      judge_lib.share_facts(facts_path, facts)
-    judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
-                             "facts_path": facts_path})
-    shutil.rmtree(judge.workdir, ignore_errors=True)
-    judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
-    judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
-    judge.ref_model = problem.make_model(judge.ref_mod.Model, judge.ref_mod.get_init_inputs,
-                                         config.init_seed, judge.device)
+    judge = judge_on_the_cpu(config, facts_path, facts)
     judge.worker = _Worker()
     judge.awaits_go, judge.go_gate = True, GoGate()  # a Triton judge's (no prebuilder)
     return judge, timed, facts_path

@@ -102,6 +102,25 @@ def test_judges_of_a_pool_share_one_file_per_reference_removed_with_the_pool():
   assert not os.path.exists(directory)
 
 
+def judge_on_the_cpu(config, facts_path: str, facts: dict | None = None):
+  """A Triton judge of the scaled ReLU, past its start-up, with its tensors on the CPU (its
+  worker is the caller's to set), and `facts` shared in its pool's file beforehand."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
+  if facts:
+    judge_lib.share_facts(facts_path, facts)
+  judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
+                           "facts_path": facts_path})
+  shutil.rmtree(judge.workdir, ignore_errors=True)
+  judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
+  judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
+  judge.ref_model = problem.make_model(judge.ref_mod.Model, judge.ref_mod.get_init_inputs,
+                                       config.init_seed, judge.device)
+  return judge
+
+
 @pytest.mark.parametrize("known,how", [
     ({}, "none shared yet"),
     ({"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7}, "shared"),
@@ -110,10 +129,8 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   """The judge's timing stage with the GPU timer replaced: a known reference time, shared in
   the pool's facts file by then, is reused (and named); an unknown one (no file yet) is
   measured, reported as a fact and shared."""
-  import shutil  # pylint: disable=import-outside-toplevel
-  import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.sandbox import problem, timing  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
   measured, timers = [], []
   monkeypatch.setattr(timing, "Timer", timers.append)
   monkeypatch.setattr(timing, "time_forward",
@@ -121,14 +138,7 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
                                                               "after_forward_ms": 0.25})
   config = dataclasses.replace(CONFIG, num_audits=0, reuse_reference=how != "shared, reuse off")
   facts_path = str(tmp_path / "facts.json")
-  if known:
-    judge_lib.share_facts(facts_path, known)
-  judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
-                           "facts_path": facts_path})
-  shutil.rmtree(judge.workdir, ignore_errors=True)
-  judge.torch, judge.problem, judge.device = torch, problem, torch.device("cpu")
-  judge.ref_mod = problem.load_module(_read("references/scaled_relu"), "kz_reference")
-  judge.ref_model = None  # never called: time_forward is replaced
+  judge = judge_on_the_cpu(config, facts_path, known)
   judge.worker = _TimingWorker()
   judge._timing(0)  # pylint: disable=protected-access
   v = judge.verdict
