@@ -187,7 +187,7 @@ def test_a_cuda_judge_holds_the_prebuilders_hand_over_back_only_while_it_times(m
   # A CUDA worker's go comes from its prebuilder's hand-over, which opens the gate
   # (cuda_prebuild.hand_over's before_go): it waits while the judge times the reference.
   judge, timed, _ = make_judge()
-  judge.prebuilder = object()  # a CUDA candidate's judge: it sends no go itself
+  judge.backend = "cuda"  # a CUDA candidate's judge: it sends no go itself
   opened = []
   hand_over = threading.Thread(target=lambda: opened.append(judge.go_gate.open()))
   time_reference = judge._time_reference  # pylint: disable=protected-access

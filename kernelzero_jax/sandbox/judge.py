@@ -809,7 +809,7 @@ class Judge:
   def _let_triton_worker_go(self) -> None:
     """A Triton worker's go, once (go_gate.GoGate.open: not while the reference is timed).
     A CUDA worker's comes from its prebuilder's hand-over (_start_hand_over)."""
-    if self.prebuilder is not None or self.go_gate is None or not self.go_gate.open():
+    if self.backend != "triton" or self.go_gate is None or not self.go_gate.open():
       return
     self.go_sent_at = time.perf_counter()
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
@@ -1026,7 +1026,6 @@ class Judge:
     # one that kept the GPU busy while the reference was timed) leaves no time for others.
     if self.facts_path:
       share_facts(self.facts_path, v.reference_facts)
-
 
   def _time_reference(self, seeds: list[int]) -> dict[str, Any]:
     """Times the reference (and torch.compile's, if asked) into the verdict; returns
