@@ -11,7 +11,8 @@ calls build into that directory, and answers. The candidate's worker meanwhile s
 then waits for the judge's "go" before it imports the candidate. The judge sends it once the
 prebuilder has answered (or run out of time) and is dead, with its batons (the `lock` files
 torch's builds leave in a build directory) removed, and, when it did not build the candidate
-whole, its builds too (`hand_over`).
+whole, its builds too (`hand_over`); and not while the judge times the reference meanwhile
+(SandboxConfig.reference_first, go_gate.py).
 
 The worker then imports the candidate as it would have without a prebuilder: its `load_inline`
 runs ninja, which finds nothing to do where the prebuilder built the same sources with the same

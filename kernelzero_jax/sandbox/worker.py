@@ -163,8 +163,10 @@ class _Worker:
 
   def _await_go(self) -> bool:
     """Waits for the judge's go, sent once this candidate's prebuilder is done
-    (cuda_prebuild.py). Where the prebuilder's lite build failed, this worker's would too: it
-    starts from the fallback (the same build a failed lite build falls back to)."""
+    (cuda_prebuild.py), and not while the judge times the reference before the candidate is
+    imported (SandboxConfig.reference_first, go_gate.py). Where the prebuilder's lite build
+    failed, this worker's would too: it starts from the fallback (the same build a failed lite
+    build falls back to)."""
     msg = channel.recv(self.conn)
     self.startup.lap("await_go")
     if msg.get("cmd") != "go":
