@@ -22,11 +22,12 @@ judge computing the reference's outputs after the candidate's run instead of dur
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
 (SandboxConfig.wide_checks); with `nonice`, the prebuilders and precompilers at the CPU priority
-they started with instead of niced (SandboxConfig.build_nice); with `refafter`, a Triton
-candidate's judge measuring the reference after the candidate's checks even when the GPU is free
-before its worker imports the candidate (SandboxConfig.reference_first); with `tS` (e.g.
-`t0.1`), a timing target of S seconds instead of --timing_target_s (what a shorter timing buys
-in throughput and costs in precision, in one run). The trailing flags come in any order. With a
+they started with instead of niced (SandboxConfig.build_nice); with `refafter`, a judge (of a
+Triton candidate, or a CUDA one with a prebuilder) measuring the reference after the candidate's
+checks even when the GPU is free before its worker imports the candidate
+(SandboxConfig.reference_first); with `tS` (e.g. `t0.1`), a timing target of S seconds instead
+of --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one
+run). The trailing flags come in any order. With a
 fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
@@ -173,8 +174,8 @@ class BenchPath(NamedTuple):
   wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
   timing_target_s: float | None = None  # None: --timing_target_s's (or the config's)
   niced: bool = True  # the processes that only build run niced (SandboxConfig.build_nice)
-  # a Triton judge measures the reference before its worker imports the candidate, if the GPU is
-  # free then (SandboxConfig.reference_first)
+  # a judge measures the reference before its worker imports the candidate, if the GPU is free
+  # then (SandboxConfig.reference_first)
   reference_first: bool = True
 
 

@@ -391,8 +391,6 @@ class Judge:
           handle.kill()
       if self._go_timer is not None:
         self._go_timer.cancel()
-      if self.go_gate is not None:  # (a claim is always released: this is for certainty)
-        self.go_gate.release()
       if self._hand_over_thread is not None:  # done at once now: it writes into the verdict
         self._hand_over_thread.join()
       if self.close_stats is not None:
@@ -759,12 +757,20 @@ class Judge:
   def _timing_seeds(self, base: int) -> list[int]:
     return [base + 10_007 + i for i in range(self.cfg.warmup + self.cfg.max_trials)]
 
-  def _reference_unmeasured(self) -> bool:
-    """Whether this judge has a fact about the reference to measure: none shared it by now."""
+  def _reference_to_check(self) -> bool:
+    """Whether the reference checks are this judge's to run: not run here, none shared by now."""
+    return (self.cfg.check_degenerate and not self.reference_checked
+            and not self._knows("degenerate"))
+
+  def _reference_to_time(self) -> bool:
+    """Whether the reference's time is this judge's to measure: not timed here, none shared."""
     cfg = self.cfg
-    return ((cfg.check_degenerate and not self.reference_checked and not self._knows("degenerate"))
-            or (cfg.timing and cfg.device == "cuda" and self.reference_timed is None
-                and not self._knows("reference_ms")))
+    return (cfg.timing and cfg.device == "cuda" and self.reference_timed is None
+            and not self._knows("reference_ms"))
+
+  def _reference_unmeasured(self) -> bool:
+    """Whether this judge has a fact about the reference to measure."""
+    return self._reference_to_check() or self._reference_to_time()
 
   def _reference_first(self) -> None:
     """What this judge measures about the reference (its timing, then its checks), measured
@@ -789,15 +795,14 @@ class Judge:
         if not held:
           return
         evidence["held"] = True
-        if (cfg.timing and cfg.device == "cuda" and not self._knows("reference_ms")
-            and self.go_gate.claim()):
+        if self._reference_to_time() and self.go_gate.claim():
           try:
             self.reference_timed = self._time_reference(self._timing_seeds(base))
             evidence["timed"] = True
           finally:
             self.go_gate.release()
         self._let_triton_worker_go()
-        if cfg.check_degenerate and not self._knows("degenerate"):
+        if self._reference_to_check():
           if self._fused_thread is not None and not self._fused_thread.is_alive():
             self._ready_fused_compare()  # compiled by now: the checks compare in one kernel
           self._degenerate_facts(self._check_seeds(base))
