@@ -4,8 +4,8 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
         --paths=zygote:fast,subprocess:plain --out=/tmp/throughput.json
 
 A path is
-LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter][:tS]:
-judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
+LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter]
+[:release][:tS]: judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
 CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -25,7 +25,9 @@ than one slot's memory checked with the GPU alone instead of on several slots
 they started with instead of niced (SandboxConfig.build_nice); with `refafter`, a judge (of a
 Triton candidate, or a CUDA one with a prebuilder) measuring the reference after the candidate's
 checks even when the GPU is free before its worker imports the candidate
-(SandboxConfig.reference_first); with `tS` (e.g. `t0.1`), a timing target of S seconds instead
+(SandboxConfig.reference_first); with `release`, every judge sharing the GPU freeing its checks'
+memory before each hold ends, even where every judge could keep as much
+(SandboxConfig.keep_memory_between_holds); with `tS` (e.g. `t0.1`), a timing target of S seconds instead
 of --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one
 run). The trailing flags come in any order. With a
 fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
@@ -68,9 +70,9 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter")
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:tS]")
+             "[:refafter][:release][:tS]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -177,14 +179,17 @@ class BenchPath(NamedTuple):
   # a judge measures the reference before its worker imports the candidate, if the GPU is free
   # then (SandboxConfig.reference_first)
   reference_first: bool = True
+  # a judge whose problem is small enough keeps its memory between its GPU holds
+  # (SandboxConfig.keep_memory_between_holds)
+  keep_memory: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
   instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
-  builders not niced; `refafter`: the reference measured after the candidate's checks; `tS`: a
-  timing target of S seconds)."""
+  builders not niced; `refafter`: the reference measured after the candidate's checks;
+  `release`: memory freed before every hold ends; `tS`: a timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -209,7 +214,8 @@ def parse_path(path: str) -> BenchPath:
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
-                   "nonice" not in flags_given, "refafter" not in flags_given)
+                   "nonice" not in flags_given, "refafter" not in flags_given,
+                   "release" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -238,7 +244,7 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced, reference_first) in paths:
+       wide, target, niced, reference_first, keep_memory) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -248,7 +254,8 @@ def run() -> dict:
                                  concurrent_reference=concurrent, fused_compare=fused,
                                  wide_checks=wide,
                                  build_nice=base.build_nice if niced else 0,
-                                 reference_first=reference_first)
+                                 reference_first=reference_first,
+                                 keep_memory_between_holds=keep_memory)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

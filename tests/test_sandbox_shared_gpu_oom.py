@@ -82,6 +82,25 @@ def test_a_check_too_large_to_share_with_all_holds_as_many_slots_as_its_memory_n
       if width < slots:
         assert need(nbytes) <= width * room / slots
 
+def test_a_judge_keeps_its_memory_between_holds_only_when_every_judge_could():
+  # Beside 4 slots' checks, each of the 24 judges of a pool on an H200-sized GPU keeping one
+  # check's memory (5 input sets) outside the slots: 28 checks in 79.2 GiB, 0.57 GiB an input set.
+  h200, judges = 140 * GiB, 24
+  room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
+  largest = int(room // (judge_lib.CHECK_MEMORY_FACTOR * (4 + judges)))
+  assert 0.5 * GiB < largest < 0.6 * GiB
+  assert judge_lib.memory_kept_fits(largest, 4, h200, judges)
+  assert not judge_lib.memory_kept_fits(largest + 1, 4, h200, judges)
+  # KernelBench's level-2 GEMMs (32 MiB inputs) keep theirs; the 6 GiB elementwise problems do
+  # not, and neither does a check of one slot's share, which fits beside the other slots alone.
+  assert judge_lib.memory_kept_fits(32 << 20, 4, h200, judges)
+  assert not judge_lib.memory_kept_fits(6 * GiB, 4, h200, judges)
+  assert judge_lib.check_width(1 * GiB, 4, h200, judges) == 1
+  assert not judge_lib.memory_kept_fits(1 * GiB, 4, h200, judges)
+  # Fewer judges leave each more.
+  assert judge_lib.memory_kept_fits(1 * GiB, 4, h200, judges=4)
+
+
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
 OOM_REASONS = {
     "torch": "judge failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.",

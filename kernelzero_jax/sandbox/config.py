@@ -57,6 +57,11 @@ class SandboxConfig:
   # With gpu_concurrency > 1: checks of a problem too large for one slot hold as many as they
   # need (judge.check_width) instead of the whole GPU, so that they still share it.
   wide_checks: bool = True
+  # With gpu_concurrency > 1: a judge whose problem is small enough for every judge on the GPU
+  # to keep a check's memory outside the slots (judge.memory_kept_fits) keeps its memory from
+  # its checks to its timing and on, instead of freeing it (in itself and its worker) before
+  # each hold ends.
+  keep_memory_between_holds: bool = True
   # CPU niceness of the processes that only build (the CUDA prebuilder, the Triton precompiler):
   # a timing's interval ends after a synchronize, so it holds the host's wake-up, and on an H200
   # machine with its cores busy that tripled a 3 ms kernel's measured time in one of 5 timings

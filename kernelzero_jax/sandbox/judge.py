@@ -295,6 +295,14 @@ def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -
   return max(1, min(slots, math.ceil(CHECK_MEMORY_FACTOR * input_bytes * slots / room)))
 
 
+def memory_kept_fits(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether a judge may keep its checks' GPU memory from one hold to the next instead of
+  freeing it before it lets go (Judge._release_gpu_memory): when, beside `slots` checks running
+  in the slots, every one of the `judges` judges on the GPU could keep as much (checks_fit with
+  `slots + judges` checks). Then no judge's memory kept outside a hold can starve a check."""
+  return checks_fit(input_bytes, slots + judges, gpu_bytes, judges)
+
+
 def startup_seconds(built: dict[str, Any], worker_started: float,
                     judge_laps: dict[str, float]) -> dict[str, dict[str, float]]:
   """Where the time up to a built candidate went, for evidence["startup_seconds"]: the worker's
@@ -582,15 +590,20 @@ class Judge:
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
       # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
       # not among those that check_width counts. (Memory kept past a hold, up to 5 input sets of
-      # a 6-8 GiB problem, ran 21-41 of 69-123 candidates out of memory on an H200.)
+      # a 6-8 GiB problem, ran 21-41 of 69-123 candidates out of memory on an H200.) Unless it
+      # is small enough for every judge on the GPU to keep as much (memory_kept_fits): then the
+      # release, 0.1-0.25 s of mostly host work in a busy batch, half of it with the GPU held
+      # alone, is saved.
+      release = cfg.timing and not self._keeps_memory(slots)
       with hold(exclusive=False, width=width):
         self._checks(base)
-        if cfg.timing:
+        if release:
           self._release_gpu_memory()
       if cfg.timing:
         with hold(exclusive=True):
           self._timed(base)
-          self._release_gpu_memory()
+          if release:
+            self._release_gpu_memory()
       with hold(exclusive=False, width=width):
         self._post_check(base)
     if v.candidate_ms and v.reference_ms:
@@ -678,16 +691,33 @@ class Judge:
           [self.torch.cuda.memory_allocated(self.device),
            worker_bytes if isinstance(worker_bytes, int) else None])
 
+  def _memory_on_gpu(self) -> tuple[int | None, int, int]:
+    """(the bytes of one of the problem's input sets, None if unknown; the GPU's bytes; the
+    judges of the pool on it), what the memory model of checks_fit counts."""
+    nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
+    total = self.torch.cuda.get_device_properties(self.device).total_memory
+    return nbytes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
+
+  def _keeps_memory(self, slots: int) -> bool:
+    """Whether this judge keeps its checks' memory between its holds (memory_kept_fits, with
+    SandboxConfig.keep_memory_between_holds; evidence["memory_kept_between_holds"])."""
+    if not self.cfg.keep_memory_between_holds:
+      return False
+    nbytes, total, judges = self._memory_on_gpu()
+    if nbytes is None or not memory_kept_fits(nbytes, slots, total, judges):
+      return False
+    self.verdict.evidence["memory_kept_between_holds"] = {
+        "input_bytes": nbytes, "slots": slots, "gpu_bytes": total, "judges_on_gpu": judges}
+    return True
+
   def _check_width(self, slots: int) -> int:
     """How many of the `slots` this judge's checks hold (check_width), beside the processes of
     the pool's other judges on this GPU (evidence["check_width"]; evidence["checks_alone"] when
     that is all of them, as it is for any more than one without SandboxConfig.wide_checks).
     Unknown input sizes take one."""
-    nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
+    nbytes, total, judges = self._memory_on_gpu()
     if nbytes is None:
       return 1
-    total = self.torch.cuda.get_device_properties(self.device).total_memory
-    judges = max(1, int(self.job.get("judges_on_gpu") or 1))
     width = check_width(nbytes, slots, total, judges)
     if width > 1 and not self.cfg.wide_checks:
       width = slots
