@@ -22,7 +22,9 @@ forked peer over a pipe. It does so alone, then beside each load of --loads:
 - `cpu_niced`: the same at niceness 10 (what the builders run at);
 - `contexts`: processes that each create a CUDA context, allocate 512 MiB, and exit, in a loop
   (the judges' and workers' start-ups and ends);
-- `alloc`: processes with a context that allocate and free 1 GiB in a loop.
+- `alloc`: processes with a context that allocate and free 1 GiB in a loop;
+
+the GPU loads launch no kernels.
 
 It prints each part's median and 90th percentile per load.
 """
@@ -62,10 +64,11 @@ def _context_churn(ctx) -> None:
     child.join()
 
 
+# The GPU loads run no kernels: in a batch, every judge's kernels run under its hold, and what
+# other judges do on the GPU outside theirs is driver work (contexts, allocations, frees).
 def _one_context() -> None:
   import torch  # pylint: disable=import-outside-toplevel
-  x = torch.empty(128 * 2**20, dtype=torch.float32, device="cuda")
-  x.fill_(1.0)
+  torch.empty(128 * 2**20, dtype=torch.float32, device="cuda")
   torch.cuda.synchronize()
 
 
@@ -73,7 +76,6 @@ def _alloc_churn() -> None:
   import torch  # pylint: disable=import-outside-toplevel
   while True:
     x = torch.empty(256 * 2**20, dtype=torch.float32, device="cuda")
-    x.fill_(0.0)
     del x
     torch.cuda.empty_cache()
 
