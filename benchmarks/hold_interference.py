@@ -20,6 +20,8 @@ forked peer over a pipe. It does so alone, then beside each load of --loads:
 
 - `cpu`: two spinning processes per core, at niceness 0;
 - `cpu_niced`: the same at niceness 10 (what the builders run at);
+- `cpu_boosted`: the spinners of `cpu`, with the holder and its peer at niceness -10 (what
+  SandboxConfig.hold_nice gives a judge and its worker under a hold; it takes root);
 - `contexts`: processes that each create a CUDA context, allocate 512 MiB, and exit, in a loop
   (the judges' and workers' start-ups and ends);
 - `alloc`: processes with a context that allocate and free 1 GiB in a loop;
@@ -40,14 +42,15 @@ import time
 from absl import app
 from absl import flags
 
-_LOADS = flags.DEFINE_list("loads", ["cpu", "cpu_niced", "contexts", "alloc"], "Loads to compare "
-                           "against none.")
+_LOADS = flags.DEFINE_list("loads", ["cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc"],
+                           "Loads to compare against none.")
 _LOAD_PROCS = flags.DEFINE_integer("load_procs", 8, "Processes of a GPU load (contexts, alloc).")
 _MIB = flags.DEFINE_integer("mib", 256, "The check's input, MiB of float32.")
 _REPEATS = flags.DEFINE_integer("repeats", 40, "Repeats per load.")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
-LOADS = ("cpu", "cpu_niced", "contexts", "alloc")
+LOADS = ("cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc")
+HOLDER_NICE = {"cpu_boosted": -10}
 
 
 def _spin(nice: int) -> None:
@@ -80,7 +83,8 @@ def _alloc_churn() -> None:
     torch.cuda.empty_cache()
 
 
-def _peer(conn) -> None:
+def _peer(conn, nice: int) -> None:
+  os.setpriority(os.PRIO_PROCESS, 0, nice)
   while True:
     msg = conn.recv_bytes()
     if msg == b"stop":
@@ -88,11 +92,12 @@ def _peer(conn) -> None:
     conn.send_bytes(b"ok")
 
 
-def _holder(mib: int, repeats: int, ready, go, queue) -> None:
+def _holder(mib: int, repeats: int, nice: int, ready, go, queue) -> None:
   import torch  # pylint: disable=import-outside-toplevel
+  os.setpriority(os.PRIO_PROCESS, 0, nice)
   ctx = multiprocessing.get_context("fork")
   mine, theirs = ctx.Pipe()
-  peer = ctx.Process(target=_peer, args=(theirs,))
+  peer = ctx.Process(target=_peer, args=(theirs, nice))
   peer.start()
   device = torch.device("cuda:0")
   torch.cuda.set_device(device)
@@ -128,7 +133,7 @@ def _holder(mib: int, repeats: int, ready, go, queue) -> None:
 
 def _start_load(name: str, ctx, procs: int) -> list:
   cores = os.cpu_count() or 1
-  if name in ("cpu", "cpu_niced"):
+  if name in ("cpu", "cpu_niced", "cpu_boosted"):
     nice = 10 if name == "cpu_niced" else 0
     return [ctx.Process(target=_spin, args=(nice,), daemon=True) for _ in range(2 * cores)]
   if name == "contexts":
@@ -146,7 +151,8 @@ def _kill(processes: list) -> None:
 def measure(load: str | None, mib: int, repeats: int, procs: int) -> dict:
   ctx = multiprocessing.get_context("fork")
   ready, go, queue = ctx.Event(), ctx.Event(), ctx.Queue()
-  holder = ctx.Process(target=_holder, args=(mib, repeats, ready, go, queue))
+  holder = ctx.Process(target=_holder, args=(mib, repeats, HOLDER_NICE.get(load, 0), ready, go,
+                                             queue))
   holder.start()
   ready.wait(timeout=300)
   background = _start_load(load, ctx, procs) if load else []
