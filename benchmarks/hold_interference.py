@@ -20,8 +20,8 @@ forked peer over a pipe. It does so alone, then beside each load of --loads:
 
 - `cpu`: two spinning processes per core, at niceness 0;
 - `cpu_niced`: the same at niceness 10 (what the builders run at);
-- `cpu_boosted`: the spinners of `cpu`, with the holder and its peer at niceness -10 (what
-  SandboxConfig.hold_nice gives a judge and its worker under a hold; it takes root);
+- `cpu_boosted`: the spinners of `cpu`, with the holder and its peer at niceness -10 (what a
+  judge and its worker raising their priority under a hold would get; it takes root);
 - `contexts`: processes that each create a CUDA context, allocate 512 MiB, and exit, in a loop
   (the judges' and workers' start-ups and ends);
 - `alloc`: processes with a context that allocate and free 1 GiB in a loop;

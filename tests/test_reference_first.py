@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 import shutil
 import tempfile
 import threading
@@ -30,8 +29,6 @@ REFERENCE_TIMED = {"median_ms": 2.0, "trials": 10, "after_forward_ms": 0.25}
 
 class _Worker:
   """The judge's end of a pipe (for the go) and a worker's answer to the timing request."""
-
-  pid = None  # no process of its own
 
   def __init__(self):
     self.conn, self.far_end = multiprocessing.Pipe()
@@ -92,19 +89,6 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
   assert judge_lib.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
                                                "compile_ms": None, "reference_trials": 10}
-
-
-def test_the_reference_is_timed_at_the_hold_niceness_where_the_machine_lets_it(make_judge,
-                                                                              monkeypatch):
-  judge, _, _ = make_judge()
-  own = os.getpriority(os.PRIO_PROCESS, 0)
-  seen = []
-  monkeypatch.setattr(timing, "time_forward", lambda *a, **k: seen.append(
-      os.getpriority(os.PRIO_PROCESS, 0)) or dict(REFERENCE_TIMED))
-  judge._reference_first()  # pylint: disable=protected-access
-  root = os.geteuid() == 0  # raising a priority takes root or CAP_SYS_NICE
-  assert seen == [-10 if root else own] and os.getpriority(os.PRIO_PROCESS, 0) == own
-  assert judge.verdict.evidence["hold_priority"] == {"nice": -10, "allowed": root}
 
 
 def test_the_go_comes_after_the_timing_and_before_the_checks(make_judge, monkeypatch):

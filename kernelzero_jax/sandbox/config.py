@@ -69,12 +69,6 @@ class SandboxConfig:
   # A judge alone on the machine does not nice them: nobody else times, and its own build is
   # on its critical path (0.96 s against 0.67 s for a lone Triton precompile on an H200).
   build_nice: int = 10
-  # CPU niceness of a judge and its worker while they hold the GPU (None: as they started):
-  # under a hold, most of a judge's time is host work (replies from its worker, synchronizes,
-  # frees) that other judges' start-ups, at the same niceness, keep waiting for a core in a
-  # busy batch. Raising a priority takes root or CAP_SYS_NICE; without, nothing changes
-  # (evidence["hold_priority"]).
-  hold_nice: int | None = -10
   # CUDA candidates: build with a precompiled torch/extension.h for the generated main.cpp, and
   # a lighter header and only the operator headers it names in the .cu, falling back to the
   # plain build if that fails (fast_build.py).
@@ -134,9 +128,6 @@ class SandboxConfig:
       raise ValueError("gpu_concurrency must be >= 1")
     if not 0 <= self.build_nice <= 19:
       raise ValueError(f"build_nice must be in [0, 19] (a niceness added), got {self.build_nice}")
-    if self.hold_nice is not None and not -20 <= self.hold_nice <= 19:
-      raise ValueError(f"hold_nice must be None or in [-20, 19] (a niceness), got "
-                       f"{self.hold_nice}")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

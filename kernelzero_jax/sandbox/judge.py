@@ -84,10 +84,6 @@ class WorkerHandle:
     self.proc.start()
     child.close()
 
-  @property
-  def pid(self) -> int | None:
-    return self.proc.pid
-
   def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
     channel.send(self.conn, msg, by_value=True)
     return self.wait(timeout_s, stage)
@@ -327,30 +323,6 @@ def startup_seconds(built: dict[str, Any], worker_started: float,
   return {"worker": worker, "judge": dict(judge_laps)}
 
 
-@contextlib.contextmanager
-def cpu_priority(pids: list[int], nice: int):
-  """Runs the main threads of `pids` (0: the calling thread) at niceness `nice` inside, and at
-  their own niceness again after. Yields whether the machine let it: a niceness below a
-  process's own takes root or CAP_SYS_NICE; without, nothing changes. A process already gone is
-  skipped."""
-  before: list[tuple[int, int]] = []
-  allowed = True
-  try:
-    for pid in pids:
-      with contextlib.suppress(ProcessLookupError):
-        own = os.getpriority(os.PRIO_PROCESS, pid)
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
-        before.append((pid, own))
-  except PermissionError:
-    allowed = False
-  try:
-    yield allowed
-  finally:
-    for pid, own in reversed(before):
-      with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.setpriority(os.PRIO_PROCESS, pid, own)
-
-
 def gpu_lock(device_index: int, slots: int = 1):
   """The whole GPU (every slot): what timing needs, and what outside timers take too."""
   return gpu_slots(device_index, slots, exclusive=True)
@@ -398,7 +370,6 @@ class Judge:
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
     self.steps: dict[str, float] = {}
-    self._hold_nice_denied = False  # the machine did not let this judge raise its priority
 
   # -- entry ---------------------------------------------------------------------------------
 
@@ -783,24 +754,9 @@ class Judge:
       hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared"]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:
-        with self._hold_priority():
-          yield True
+        yield True
       finally:
         hold[1] = round(time.time(), 3)
-
-  @contextlib.contextmanager
-  def _hold_priority(self):
-    """This judge and its worker at niceness SandboxConfig.hold_nice while they hold the GPU,
-    where the machine lets them (cpu_priority; evidence["hold_priority"])."""
-    nice = self.cfg.hold_nice
-    if nice is None or self._hold_nice_denied:
-      yield
-      return
-    pids = [0] + ([self.worker.pid] if self.worker is not None and self.worker.pid else [])
-    with cpu_priority(pids, nice) as allowed:
-      self._hold_nice_denied = not allowed
-      self.verdict.evidence["hold_priority"] = {"nice": nice, "allowed": allowed}
-      yield
 
   def _knows(self, fact: str) -> bool:
     """Whether `fact` about the reference is known: shared by another judge by now."""
