@@ -15,6 +15,8 @@ last is what the warm-up did not take off. Warm-ups:
 - `rng`: one input of one element made on the GPU the sandbox's way (problem.make_inputs), as
   the worker warms its observers;
 - `blas`: `rng`, and the cuBLAS handle and a 16 x 16 matmul;
+- `judge`: what a judge runs when it starts (sandbox/judge.warm_up_device, with
+  SandboxConfig.judge_warm_up): `blas`, and torch.equal on 256 elements;
 - `forward`: `blas`, and a whole check at full size: not a warm-up a judge could run outside
   the hold (it is GPU work beside other judges' timing), but the most any warm-up can take off.
 """
@@ -34,15 +36,20 @@ _PROBLEMS = flags.DEFINE_list(
     "problems", ["level1/1_Square_matrix_multiplication_", "level1/19_ReLU", "level1/23_Softmax",
                  "level2/76_Gemm_Add_ReLU", "level2/12_Gemm_Multiply_LeakyReLU"],
     "Problem keys (a prefix of the file name under its level's folder).")
-_WARMUPS = flags.DEFINE_list("warmups", ["none", "rng", "blas", "forward"], "Warm-ups to compare.")
+_WARMUPS = flags.DEFINE_list("warmups", ["none", "rng", "blas", "judge", "forward"],
+                             "Warm-ups to compare.")
 _RUNS = flags.DEFINE_integer("runs", 3, "Checks per process after the warm-up.")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
-WARMUPS = ("none", "rng", "blas", "forward")
+WARMUPS = ("none", "rng", "blas", "judge", "forward")
 
 
 def _warm_up(name: str, torch, problem, ref_mod, model, device) -> None:
   if name == "none":
+    return
+  if name == "judge":
+    from kernelzero_jax.sandbox import judge  # pylint: disable=import-outside-toplevel
+    judge.warm_up_device(torch, problem, device)
     return
   problem.make_inputs(lambda: [torch.rand(1)], 0, device)
   if name in ("blas", "forward"):

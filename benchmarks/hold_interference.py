@@ -15,8 +15,9 @@ goes"): its release of GPU memory (`torch.cuda.empty_cache`, then a round trip t
 
 A holder process (forked from one with torch imported and no CUDA context, as the sandbox's
 judges are) repeats what a judge does under a hold, each part timed: a check (input made on the
-GPU, copied, a forward, the copy compared), a release (`empty_cache`), and a round trip to a
-forked peer over a pipe. It does so alone, then beside each load of --loads:
+GPU, copied, a forward, the copy compared), the forward timed as the sandbox times it
+(sandbox/timing.py's interval, in GPU time: `timed`), a release (`empty_cache`), and a round
+trip to a forked peer over a pipe. It does so alone, then beside each load of --loads:
 
 - `cpu`: two spinning processes per core, at niceness 0;
 - `cpu_niced`: the same at niceness 10 (what the builders run at);
@@ -94,6 +95,7 @@ def _peer(conn, nice: int) -> None:
 
 def _holder(mib: int, repeats: int, nice: int, ready, go, queue) -> None:
   import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
   os.setpriority(os.PRIO_PROCESS, 0, nice)
   ctx = multiprocessing.get_context("fork")
   mine, theirs = ctx.Pipe()
@@ -105,10 +107,11 @@ def _holder(mib: int, repeats: int, nice: int, ready, go, queue) -> None:
   x = torch.randn(n, device=device)  # the context, the RNG and the kernels, before the clock
   torch.relu(x)
   del x
+  timer = timing.Timer(device)
   torch.cuda.synchronize()
   ready.set()
   go.wait()
-  parts: dict[str, list[float]] = {"check": [], "release": [], "round_trip": []}
+  parts: dict[str, list[float]] = {"check": [], "timed": [], "release": [], "round_trip": []}
   for i in range(repeats):
     t0 = time.perf_counter()
     torch.manual_seed(i)
@@ -118,6 +121,8 @@ def _holder(mib: int, repeats: int, nice: int, ready, go, queue) -> None:
     same = torch.equal(x, pristine)
     parts["check"].append(time.perf_counter() - t0)
     assert same
+    measured_ms, y = timer.time_call(lambda: torch.relu(x))
+    parts["timed"].append(measured_ms / 1000)
     del x, pristine, y
     t0 = time.perf_counter()
     torch.cuda.empty_cache()

@@ -5,7 +5,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 
 A path is
 LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter]
-[:release][:tS]: judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
+[:release][:nowarm][:tS]: judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
 CUDA extensions built with the
 precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
 against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
@@ -27,7 +27,9 @@ Triton candidate, or a CUDA one with a prebuilder) measuring the reference after
 checks even when the GPU is free before its worker imports the candidate
 (SandboxConfig.reference_first); with `release`, every judge sharing the GPU freeing its checks'
 memory before each hold ends, even where every judge could keep as much
-(SandboxConfig.keep_memory_between_holds); with `tS` (e.g. `t0.1`), a timing target of S seconds instead
+(SandboxConfig.keep_memory_between_holds); with `nowarm`, judges loading what their first
+reference check needs under the GPU hold instead of when they start (SandboxConfig.judge_warm_up);
+with `tS` (e.g. `t0.1`), a timing target of S seconds instead
 of --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one
 run). The trailing flags come in any order. With a
 fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
@@ -70,9 +72,10 @@ from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
-PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release")
+PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
+              "nowarm")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:tS]")
+             "[:refafter][:release][:nowarm][:tS]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -182,6 +185,9 @@ class BenchPath(NamedTuple):
   # a judge whose problem is small enough keeps its memory between its GPU holds
   # (SandboxConfig.keep_memory_between_holds)
   keep_memory: bool = True
+  # judges load what their first reference check needs when they start
+  # (SandboxConfig.judge_warm_up)
+  warm_up: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -189,7 +195,8 @@ def parse_path(path: str) -> BenchPath:
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
   instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
-  `release`: memory freed before every hold ends; `tS`: a timing target of S seconds)."""
+  `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
+  starts; `tS`: a timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -215,7 +222,7 @@ def parse_path(path: str) -> BenchPath:
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
                    "nonice" not in flags_given, "refafter" not in flags_given,
-                   "release" not in flags_given)
+                   "release" not in flags_given, "nowarm" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -244,7 +251,7 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced, reference_first, keep_memory) in paths:
+       wide, target, niced, reference_first, keep_memory, warm_up) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -255,7 +262,8 @@ def run() -> dict:
                                  wide_checks=wide,
                                  build_nice=base.build_nice if niced else 0,
                                  reference_first=reference_first,
-                                 keep_memory_between_holds=keep_memory)
+                                 keep_memory_between_holds=keep_memory,
+                                 judge_warm_up=warm_up)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

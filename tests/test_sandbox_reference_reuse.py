@@ -165,47 +165,48 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   from absl import app  # pylint: disable=import-outside-toplevel
   from benchmarks.sandbox_throughput import parse_path  # pylint: disable=import-outside-toplevel
   assert parse_path("zygote:fast") == ("zygote:fast", "zygote", True, True, None, 0, True, True,
-                                       True, True, None, True, True, True)
+                                       True, True, None, True, True, True, True)
   assert parse_path("zygote:fast:measure") == ("zygote:fast:measure", "zygote", True, False,
-                                               None, 0, True, True, True, True, None, True, True, True)
+                                               None, 0, True, True, True, True, None, True, True, True, True)
   assert parse_path("subprocess:plain:reuse") == ("subprocess:plain:reuse", "subprocess", False,
                                                   True, None, 0, True, True, True, True, None, True,
-                                                  True, True)
+                                                  True, True, True)
   assert parse_path("zygote:fast:gpu4") == ("zygote:fast:gpu4", "zygote", True, True, 4, 0, True,
-                                            True, True, True, None, True, True, True)
+                                            True, True, True, None, True, True, True, True)
   assert parse_path("zygote:fast:measure:gpu16")[3:] == (False, 16, 0, True, True, True, True,
-                                                         None, True, True, True)
+                                                         None, True, True, True, True)
   assert parse_path("zygote:lite:gpu4") == ("zygote:lite:gpu4", "zygote", True, True, 4, 1, True,
-                                            True, True, True, None, True, True, True)
+                                            True, True, True, None, True, True, True, True)
   assert parse_path("zygote:lite_main") == ("zygote:lite_main", "zygote", True, True, None, 2,
-                                            True, True, True, True, None, True, True, True)
+                                            True, True, True, True, None, True, True, True, True)
   assert parse_path("zygote:lite_pch:gpu4")[3:] == (True, 4, 3, True, True, True, True, None,
-                                                    True, True, True)
+                                                    True, True, True, True)
   assert parse_path("zygote:fast:reuse:gpu4:nopre")[3:] == (True, 4, 0, False, True, True, True,
-                                                            None, True, True, True)
+                                                            None, True, True, True, True)
   assert parse_path("zygote:fast:nopre").precompile is False
   assert parse_path("zygote:lite_pch:gpu4:serial")[3:] == (True, 4, 3, True, False, True, True,
-                                                           None, True, True, True)
+                                                           None, True, True, True, True)
   assert parse_path("zygote:lite_pch:gpu4:torchcmp")[3:] == (True, 4, 3, True, True, False,
-                                                             True, None, True, True, True)
-  assert parse_path("zygote:lite_pch:gpu4:alone")[-5:-2] == (False, None, True)
+                                                             True, None, True, True, True, True)
+  assert parse_path("zygote:lite_pch:gpu4:alone")[-6:-3] == (False, None, True)
   # the trailing flags in any order
-  assert parse_path("zygote:fast:nopre:serial")[-8:-4] == (False, False, True, True)
-  assert parse_path("zygote:fast:serial:nopre")[-8:-4] == (False, False, True, True)
-  assert parse_path("zygote:fast:gpu4:torchcmp:nopre")[-8:-4] == (False, True, False, True)
-  assert parse_path("zygote:fast:gpu4:alone:torchcmp")[-8:-4] == (True, True, False, False)
+  assert parse_path("zygote:fast:nopre:serial")[-9:-5] == (False, False, True, True)
+  assert parse_path("zygote:fast:serial:nopre")[-9:-5] == (False, False, True, True)
+  assert parse_path("zygote:fast:gpu4:torchcmp:nopre")[-9:-5] == (False, True, False, True)
+  assert parse_path("zygote:fast:gpu4:alone:torchcmp")[-9:-5] == (True, True, False, False)
   # a timing target per path, among the trailing flags
   assert parse_path("zygote:lite_pch:gpu4:t0.1").timing_target_s == 0.1
   assert parse_path("zygote:lite_pch:gpu4:t2")[3:] == (True, 4, 3, True, True, True, True, 2.0,
-                                                       True, True, True)
-  assert parse_path("zygote:fast:t.5:alone")[-5:-2] == (False, 0.5, True)
-  assert parse_path("zygote:fast:alone:t0.25")[-5:-2] == (False, 0.25, True)
-  assert parse_path("zygote:lite_pch:gpu4:nonice:t0.1")[-5:-2] == (True, 0.1, False)
+                                                       True, True, True, True)
+  assert parse_path("zygote:fast:t.5:alone")[-6:-3] == (False, 0.5, True)
+  assert parse_path("zygote:fast:alone:t0.25")[-6:-3] == (False, 0.25, True)
+  assert parse_path("zygote:lite_pch:gpu4:nonice:t0.1")[-6:-3] == (True, 0.1, False)
   assert parse_path("zygote:lite_pch:t0.1:nonice").niced is False
-  assert parse_path("zygote:lite_pch:gpu4:refafter:t0.1")[-4:-1] == (0.1, True, False)
+  assert parse_path("zygote:lite_pch:gpu4:refafter:t0.1")[-5:-2] == (0.1, True, False)
   assert parse_path("zygote:lite_pch:refafter:nonice").reference_first is False
-  assert parse_path("zygote:lite_pch:gpu4:release:t0.1")[-4:] == (0.1, True, True, False)
-  assert parse_path("zygote:lite_pch:gpu4:release:refafter")[-2:] == (False, False)
+  assert parse_path("zygote:lite_pch:gpu4:release:t0.1")[-5:-1] == (0.1, True, True, False)
+  assert parse_path("zygote:lite_pch:gpu4:nowarm:release")[-2:] == (False, False)
+  assert parse_path("zygote:lite_pch:gpu4:release:refafter")[-3:] == (False, False, True)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",
               "zygote:fast:", "zygote:fast:gpu0", "zygote:fast:gpu4:reuse",
               "zygote:fast:reuse:gpu4:gpu4", "zygote:fast:nopre:gpu4", "zygote:fast:nopre:nopre",
@@ -213,6 +214,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:torchcmp:torchcmp", "zygote:fast:alone:gpu4", "zygote:fast:t0",
               "zygote:fast:t0.1:t0.2", "zygote:fast:t", "zygote:fast:t-1", "zygote:fast:t0.1:gpu4",
               "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:refafter:refafter",
-              "zygote:fast:release:release", "zygote:fast:release:gpu4"):
+              "zygote:fast:release:release", "zygote:fast:release:gpu4",
+              "zygote:fast:nowarm:nowarm"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)

@@ -62,6 +62,9 @@ class SandboxConfig:
   # its checks to its timing and on, instead of freeing it (in itself and its worker) before
   # each hold ends.
   keep_memory_between_holds: bool = True
+  # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
+  # when they start (judge.warm_up_device), instead of under the GPU hold.
+  judge_warm_up: bool = True
   # CPU niceness of the processes that only build (the CUDA prebuilder, the Triton precompiler):
   # a timing's interval ends after a synchronize, so it holds the host's wake-up, and on an H200
   # machine with its cores busy that tripled a 3 ms kernel's measured time in one of 5 timings

@@ -295,6 +295,20 @@ def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -
   return max(1, min(slots, math.ceil(CHECK_MEMORY_FACTOR * input_bytes * slots / room)))
 
 
+def warm_up_device(torch, problem, device) -> None:
+  """Loads what a judge's first reference check would load under the GPU hold: the RNG's
+  kernels, cuBLAS's handle and workspace (a matmul reference's first check: 0.09-0.11 s against
+  0.003 s after, 0.04-0.07 s with this; benchmarks/first_run.py), and torch.equal's kernels
+  (0.03 s of every first check). A few kernels on 256 elements: nothing another judge's timing
+  can see."""
+  problem.make_inputs(lambda: [torch.rand(16, 16)], 0, device)
+  one = torch.ones(16, 16, device=device)
+  torch.mm(one, one)
+  problem.inputs_unchanged([one], [one.clone()])
+  if device.type == "cuda":
+    torch.cuda.synchronize(device)
+
+
 def memory_kept_fits(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
   """Whether a judge may keep its checks' GPU memory from one hold to the next instead of
   freeing it before it lets go (Judge._release_gpu_memory): when, beside `slots` checks running
@@ -524,6 +538,9 @@ class Judge:
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
+    if self.device.type == "cuda" and cfg.judge_warm_up:
+      warm_up_device(torch, problem, self.device)
+      startup.lap("warm_up")
     self._start_second_reference()
     if self.awaits_go:
       self._reference_first()
