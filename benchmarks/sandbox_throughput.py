@@ -5,19 +5,18 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 
 A path is
 LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter]
-[:release][:nowarm][:tS]: judges forked from the warm server (`zygote`) or started as fresh interpreters (`subprocess`);
-CUDA extensions built with the
-precompiled header and the light .cu header (`fast`, sandbox/fast_build.py), with the .cu
-against kz_torch_lite.h first (`lite`, sandbox/lite_build.py), with main.cpp against
-kz_torch_lite_bind.h too (`lite_main`), with that binding header precompiled (`lite_pch`, the
-default), or as `load_inline` builds them (`plain`); the
-reference's checks and timing measured once and shared with the other judges of the same
+[:release][:nowarm][:tS]: judges forked from the warm server (`zygote`) or started as fresh
+interpreters (`subprocess`); CUDA extensions built with the precompiled header and the light .cu
+header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h first (`lite`,
+sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.h too (`lite_main`), with that
+binding header precompiled (`lite_pch`, the default), or as `load_inline` builds them (`plain`);
+the reference's checks and timing measured once and shared with the other judges of the same
 reference (`reuse`, the default: SandboxConfig.reuse_reference) or measured by every judge
 (`measure`); with `gpuN`, N judges checking correctness on the GPU at once (timing always has it
 alone; default --gpu_concurrency); and with `nopre`, candidates judged without building ahead
 beside their worker: Triton's without the precompiler (sandbox/triton_precompile.py), CUDA's
-without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the
-judge computing the reference's outputs after the candidate's run instead of during it
+without the prebuilder (sandbox/cuda_prebuild.py), both on by default; with `serial`, the judge
+computing the reference's outputs after the candidate's run instead of during it
 (SandboxConfig.concurrent_reference); with `torchcmp`, outputs compared with torch's ops instead
 of the fused kernel (SandboxConfig.fused_compare); with `alone`, problems whose checks need more
 than one slot's memory checked with the GPU alone instead of on several slots
@@ -28,11 +27,11 @@ checks even when the GPU is free before its worker imports the candidate
 (SandboxConfig.reference_first); with `release`, every judge sharing the GPU freeing its checks'
 memory before each hold ends, even where every judge could keep as much
 (SandboxConfig.keep_memory_between_holds); with `nowarm`, judges loading what their first
-reference check needs under the GPU hold instead of when they start (SandboxConfig.judge_warm_up);
-with `tS` (e.g. `t0.1`), a timing target of S seconds instead
-of --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one
-run). The trailing flags come in any order. With a
-fast CUDA path, the precompiled header is built first (once per machine; its time is printed).
+reference check needs under the GPU hold instead of when they start
+(SandboxConfig.judge_warm_up); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+--timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
+The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
+first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
 same run:

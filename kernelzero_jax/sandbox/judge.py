@@ -297,10 +297,10 @@ def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -
 
 def warm_up_device(torch, problem, device) -> None:
   """Loads what a judge's first reference check would load under the GPU hold: the RNG's
-  kernels, cuBLAS's handle and workspace (a matmul reference's first check: 0.09-0.11 s against
-  0.003 s after, 0.04-0.07 s with this; benchmarks/first_run.py), and torch.equal's kernels
-  (0.03 s of every first check). A few kernels on 256 elements: nothing another judge's timing
-  can see."""
+  kernels, cuBLAS's handle and workspace, and torch.equal's kernels. On an H200, a matmul
+  reference's first check took 0.14-0.18 s more than the next ones, 0.03-0.06 s more with this
+  (benchmarks/first_run.py). A few kernels on 256 elements and small allocations, run beside
+  the judge's own context start-up, which is driver work of the same kind and far more."""
   problem.make_inputs(lambda: [torch.rand(16, 16)], 0, device)
   one = torch.ones(16, 16, device=device)
   torch.mm(one, one)
@@ -609,8 +609,8 @@ class Judge:
       # not among those that check_width counts. (Memory kept past a hold, up to 5 input sets of
       # a 6-8 GiB problem, ran 21-41 of 69-123 candidates out of memory on an H200.) Unless it
       # is small enough for every judge on the GPU to keep as much (memory_kept_fits): then the
-      # release, 0.1-0.25 s of mostly host work in a busy batch, half of it with the GPU held
-      # alone, is saved.
+      # releases are saved, driver work that other judges' start-ups stretch to 0.1-0.25 s in a
+      # busy batch (benchmarks/hold_interference.py), half of it with the GPU held alone.
       release = cfg.timing and not self._keeps_memory(slots)
       with hold(exclusive=False, width=width):
         self._checks(base)
