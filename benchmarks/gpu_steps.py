@@ -14,7 +14,8 @@ steps and of the held time per candidate. With `--smi_csv` (what `nvidia-smi
 run), also the GPU's peak memory and its utilisation from the first sample above 2 GiB on.
 Verdicts since c869d18 also carry the wall-clock bounds of each hold (`evidence["gpu_holds"]`);
 laid side by side they give how long a judge held the GPU alone, how long nobody held it, and
-how many judges held it at once.
+how many judges held it at once, and whether the timings that other judges' CUDA context
+start-ups overlapped ran slower than their copies.
 """
 
 from __future__ import annotations
@@ -172,6 +173,58 @@ def left_after_release(rows: list[dict]) -> dict[str, Any]:
                          for p in pairs)}
 
 
+def _startup_window(verdict: dict[str, Any]) -> tuple[float, float] | None:
+  """When the judge of `verdict` and its worker created their CUDA contexts, in wall-clock
+  seconds, approximately: the judge started `stage_seconds["total"]` before its last hold ended
+  (its end, less its last cleanup), and its and its worker's contexts took their start-up's
+  "device" step (evidence["startup_seconds"])."""
+  evidence = verdict.get("evidence") or {}
+  holds = [h for h in evidence.get("gpu_holds") or [] if h[1] is not None]
+  startup = evidence.get("startup_seconds") or {}
+  total = (verdict.get("stage_seconds") or {}).get("total")
+  if not holds or not total or not startup:
+    return None
+  start = holds[-1][1] - total
+  device = max(startup.get(side, {}).get("device", 0.0) for side in ("judge", "worker"))
+  return start, start + device
+
+
+def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
+  """Whether a candidate's timing ran slower while another judge or worker created its CUDA
+  context (benchmarks/hold_interference.py: context start-ups stretch a timed interval). For
+  each correct candidate timed in a hold alone, its time's deviation from the median over the
+  copies of the same candidate (in percent), split by whether another judge's start-up window
+  (_startup_window) overlapped that hold: for each side, how many, and their median, mean, 90th
+  percentile and largest deviation."""
+  windows = [(i, _startup_window(r)) for i, r in enumerate(rows)]
+  # a candidate's copies (sandbox_throughput names them NAME/0, NAME/1, ...) -> [(candidate_ms,
+  # beside a start-up)]
+  timed = collections.defaultdict(list)
+  for i, r in enumerate(rows):
+    alone = [h for h in (r.get("evidence") or {}).get("gpu_holds") or []
+             if h[2] == "alone" and h[1] is not None]
+    if r.get("status") != "correct" or not r.get("candidate_ms") or not alone:
+      continue
+    t0, t1 = alone[0][0], alone[0][1]
+    beside = any(j != i and w is not None and w[0] < t1 and w[1] > t0 for j, w in windows)
+    timed[re.sub(r"/\d+$", "", r.get("name") or "")].append((r["candidate_ms"], beside))
+  deviations: dict[bool, list[float]] = {True: [], False: []}
+  for copies in timed.values():
+    median = statistics.median(ms for ms, _ in copies)
+    for ms, beside in copies:
+      deviations[beside].append(100.0 * (ms - median) / median)
+
+  def side(values: list[float]) -> dict[str, Any]:
+    values = sorted(values)
+    if not values:
+      return {"n": 0}
+    return {"n": len(values), "median_pct": round(statistics.median(values), 2),
+            "mean_pct": round(statistics.mean(values), 2),
+            "p90_pct": round(values[int(0.9 * (len(values) - 1))], 2),
+            "max_pct": round(values[-1], 2)}
+  return {"beside_a_startup": side(deviations[True]), "clear": side(deviations[False])}
+
+
 def smi_summary(path: str) -> dict[str, Any]:
   """Peak memory (MiB) and utilisation (%) from the first sample above 2 GiB on."""
   samples = []
@@ -220,6 +273,8 @@ def main(argv: list[str]) -> None:
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} {p['checks_wide']:4d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
   print("\nGPU holds side by side:", hold_timeline(rows))
+  print("\ntimings against their copies' median, beside another's CUDA context start-up or "
+        "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
 

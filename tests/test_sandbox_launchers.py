@@ -381,6 +381,31 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
                                             "utilization_mean": 50.0, "utilization_median": 50.0}
 
 
+def test_timings_beside_another_judges_context_start_up_are_told_from_those_clear_of_one():
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+
+  def verdict(name, ms, alone, start, device=1.0, status="correct"):
+    # a judge that started at `start` (its last hold ends 10 s later) and took `device` seconds
+    # for its context; timed in `alone`
+    holds = [[alone[0], alone[1], "alone"], [start + 9.0, start + 10.0, "shared"]]
+    return {"name": name, "status": status, "candidate_ms": ms, "stage_seconds": {"total": 10.0},
+            "evidence": {"gpu_holds": holds, "startup_seconds": {
+                "judge": {"device": device}, "worker": {"device": device / 2}}}}
+  rows = [verdict("k/0", 1.0, (100.0, 101.0), start=95.0),
+          verdict("k/1", 1.1, (120.0, 121.0), start=111.0),   # beside k/3's start-up
+          verdict("k/2", 0.9, (130.0, 131.0), start=121.0),
+          verdict("k/3", 1.0, (140.0, 141.0), start=120.5),
+          verdict("other/0", 5.0, (150.0, 151.0), start=141.0),  # alone: its own median
+          verdict("k/4", 9.0, (0.0, 1.0), start=-9.0, status="incorrect")]
+  assert gpu_steps._startup_window(rows[3]) == (120.5, 121.5)  # pylint: disable=protected-access
+  result = gpu_steps.timings_beside_startups(rows)
+  # k's median is 1.0 ms: k/1 +10%, beside; k/0 0%, k/2 -10%, k/3 0%, other/0 0%, clear
+  assert result["beside_a_startup"] == {"n": 1, "median_pct": 10.0, "mean_pct": 10.0,
+                                        "p90_pct": 10.0, "max_pct": 10.0}
+  assert result["clear"] == {"n": 4, "median_pct": 0.0, "mean_pct": -2.5, "p90_pct": 0.0,
+                             "max_pct": 0.0}
+
+
 def test_the_gpu_holds_laid_side_by_side():
   """hold_timeline on hand-made holds: busy, alone and idle seconds, holders at once, and the
   alone holds that overlapped another (which the lock must never let happen)."""
