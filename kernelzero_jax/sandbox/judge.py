@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import json
 import math
 import multiprocessing
@@ -708,9 +709,11 @@ class Judge:
           [self.torch.cuda.memory_allocated(self.device),
            worker_bytes if isinstance(worker_bytes, int) else None])
 
+  @functools.cached_property
   def _memory_on_gpu(self) -> tuple[int | None, int, int]:
     """(the bytes of one of the problem's input sets, None if unknown; the GPU's bytes; the
-    judges of the pool on it), what the memory model of checks_fit counts."""
+    judges of the pool on it), what the memory model of checks_fit counts: read once, for
+    _check_width and _keeps_memory."""
     nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
     total = self.torch.cuda.get_device_properties(self.device).total_memory
     return nbytes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
@@ -720,7 +723,7 @@ class Judge:
     SandboxConfig.keep_memory_between_holds; evidence["memory_kept_between_holds"])."""
     if not self.cfg.keep_memory_between_holds:
       return False
-    nbytes, total, judges = self._memory_on_gpu()
+    nbytes, total, judges = self._memory_on_gpu
     if nbytes is None or not memory_kept_fits(nbytes, slots, total, judges):
       return False
     self.verdict.evidence["memory_kept_between_holds"] = {
@@ -732,7 +735,7 @@ class Judge:
     the pool's other judges on this GPU (evidence["check_width"]; evidence["checks_alone"] when
     that is all of them, as it is for any more than one without SandboxConfig.wide_checks).
     Unknown input sizes take one."""
-    nbytes, total, judges = self._memory_on_gpu()
+    nbytes, total, judges = self._memory_on_gpu
     if nbytes is None:
       return 1
     width = check_width(nbytes, slots, total, judges)
