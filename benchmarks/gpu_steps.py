@@ -104,6 +104,13 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
       "problems": problems}
 
 
+def _holds(verdict: dict[str, Any]) -> list[tuple[float, float, str]]:
+  """The verdict's well-formed GPU holds (`evidence["gpu_holds"]`): (start, end, kind)."""
+  return [(float(h[0]), float(h[1]), h[2])
+          for h in (verdict.get("evidence") or {}).get("gpu_holds") or []
+          if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+
+
 def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
   """The judges' GPU holds (`evidence["gpu_holds"]`: wall-clock start, end, "alone" or
   "shared") laid side by side: from the first hold's start to the last one's end, the seconds
@@ -116,12 +123,10 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
   holds, large = [], 0.0
   judged = 0  # verdicts with a hold
   for r in rows:
-    evidence = r.get("evidence") or {}
-    mine = [(float(h[0]), float(h[1]), h[2]) for h in evidence.get("gpu_holds") or []
-            if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+    mine = _holds(r)
     holds += mine
     judged += bool(mine)
-    if "checks_alone" in evidence:
+    if "checks_alone" in (r.get("evidence") or {}):
       large += sum(end - start for start, end, kind in mine if kind == "alone")
   if not holds:
     return {"holds": 0}
@@ -178,9 +183,8 @@ def _startup_window(verdict: dict[str, Any]) -> tuple[float, float] | None:
   seconds, approximately: the judge started `stage_seconds["total"]` before its last hold ended
   (its end, less its last cleanup), and its and its worker's contexts took their start-up's
   "device" step (evidence["startup_seconds"])."""
-  evidence = verdict.get("evidence") or {}
-  holds = [h for h in evidence.get("gpu_holds") or [] if h[1] is not None]
-  startup = evidence.get("startup_seconds") or {}
+  holds = _holds(verdict)
+  startup = (verdict.get("evidence") or {}).get("startup_seconds") or {}
   total = (verdict.get("stage_seconds") or {}).get("total")
   if not holds or not total or not startup:
     return None
@@ -201,8 +205,7 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
   # beside a start-up)]
   timed = collections.defaultdict(list)
   for i, r in enumerate(rows):
-    alone = [h for h in (r.get("evidence") or {}).get("gpu_holds") or []
-             if h[2] == "alone" and h[1] is not None]
+    alone = [h for h in _holds(r) if h[2] == "alone"]
     if r.get("status") != "correct" or not r.get("candidate_ms") or not alone:
       continue
     t0, t1 = alone[0][0], alone[0][1]
