@@ -26,8 +26,11 @@ trip to a forked peer over a pipe. It does so alone, then beside each load of --
 - `contexts`: processes that each create a CUDA context, allocate 512 MiB, and exit, in a loop
   (the judges' and workers' start-ups and ends);
 - `alloc`: processes with a context that allocate and free 1 GiB in a loop;
+- `kernels`: one process that runs a ReLU over 1 GiB on the GPU in a loop: what a candidate's
+  import or constructor can queue outside its judge's holds (the cheats busy_at_import and
+  busy_in_constructor in benchmarks/candidates/cheats/; SandboxConfig.setup_kernel_ms_limit).
 
-the GPU loads launch no kernels.
+The other GPU loads launch no kernels.
 
 It prints each part's median and 90th percentile per load.
 """
@@ -43,14 +46,15 @@ import time
 from absl import app
 from absl import flags
 
-_LOADS = flags.DEFINE_list("loads", ["cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc"],
+_LOADS = flags.DEFINE_list("loads", ["cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc",
+                                     "kernels"],
                            "Loads to compare against none.")
 _LOAD_PROCS = flags.DEFINE_integer("load_procs", 8, "Processes of a GPU load (contexts, alloc).")
 _MIB = flags.DEFINE_integer("mib", 256, "The check's input, MiB of float32.")
 _REPEATS = flags.DEFINE_integer("repeats", 40, "Repeats per load.")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
-LOADS = ("cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc")
+LOADS = ("cpu", "cpu_niced", "cpu_boosted", "contexts", "alloc", "kernels")
 HOLDER_NICE = {"cpu_boosted": -10}
 
 
@@ -82,6 +86,15 @@ def _alloc_churn() -> None:
     x = torch.empty(256 * 2**20, dtype=torch.float32, device="cuda")
     del x
     torch.cuda.empty_cache()
+
+
+def _kernel_churn() -> None:
+  import torch  # pylint: disable=import-outside-toplevel
+  x = torch.zeros(256 * 2**20, dtype=torch.float32, device="cuda")
+  while True:
+    for _ in range(100):
+      torch.relu_(x)
+    torch.cuda.synchronize()
 
 
 def _peer(conn, nice: int) -> None:
@@ -143,6 +156,8 @@ def _start_load(name: str, ctx, procs: int) -> list:
     return [ctx.Process(target=_spin, args=(nice,), daemon=True) for _ in range(2 * cores)]
   if name == "contexts":
     return [ctx.Process(target=_context_churn, args=(ctx,)) for _ in range(procs)]
+  if name == "kernels":
+    return [ctx.Process(target=_kernel_churn, daemon=True)]
   return [ctx.Process(target=_alloc_churn, daemon=True) for _ in range(procs)]
 
 

@@ -28,7 +28,8 @@ checks even when the GPU is free before its worker imports the candidate
 memory before each hold ends, even where every judge could keep as much
 (SandboxConfig.keep_memory_between_holds); with `nowarm`, judges loading what their first
 reference check needs under the GPU hold instead of when they start
-(SandboxConfig.judge_warm_up); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+(SandboxConfig.judge_warm_up); with `nosetup`, candidates' imports and constructors run without
+the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
@@ -72,9 +73,9 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
-              "nowarm")
+              "nowarm", "nosetup")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:tS]")
+             "[:refafter][:release][:nowarm][:nosetup][:tS]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -187,6 +188,9 @@ class BenchPath(NamedTuple):
   # judges load what their first reference check needs when they start
   # (SandboxConfig.judge_warm_up)
   warm_up: bool = True
+  # the GPU work of candidates' imports and constructors profiled and limited
+  # (SandboxConfig.setup_kernel_ms_limit)
+  setup_profiled: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -195,7 +199,7 @@ def parse_path(path: str) -> BenchPath:
   instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
-  starts; `tS`: a timing target of S seconds)."""
+  starts; `nosetup`: candidates' imports and constructors not profiled; `tS`: a timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -221,7 +225,8 @@ def parse_path(path: str) -> BenchPath:
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
                    "nonice" not in flags_given, "refafter" not in flags_given,
-                   "release" not in flags_given, "nowarm" not in flags_given)
+                   "release" not in flags_given, "nowarm" not in flags_given,
+                   "nosetup" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -250,7 +255,7 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced, reference_first, keep_memory, warm_up) in paths:
+       wide, target, niced, reference_first, keep_memory, warm_up, setup_profiled) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -262,7 +267,10 @@ def run() -> dict:
                                  build_nice=base.build_nice if niced else 0,
                                  reference_first=reference_first,
                                  keep_memory_between_holds=keep_memory,
-                                 judge_warm_up=warm_up)
+                                 judge_warm_up=warm_up,
+                                 setup_kernel_ms_limit=(
+                                     base.setup_kernel_ms_limit if setup_profiled
+                                     else None))
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

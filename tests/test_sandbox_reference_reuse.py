@@ -163,50 +163,62 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
 
 def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   from absl import app  # pylint: disable=import-outside-toplevel
-  from benchmarks.sandbox_throughput import parse_path  # pylint: disable=import-outside-toplevel
-  assert parse_path("zygote:fast") == ("zygote:fast", "zygote", True, True, None, 0, True, True,
-                                       True, True, None, True, True, True, True)
-  assert parse_path("zygote:fast:measure") == ("zygote:fast:measure", "zygote", True, False,
-                                               None, 0, True, True, True, True, None, True, True, True, True)
-  assert parse_path("subprocess:plain:reuse") == ("subprocess:plain:reuse", "subprocess", False,
-                                                  True, None, 0, True, True, True, True, None, True,
-                                                  True, True, True)
-  assert parse_path("zygote:fast:gpu4") == ("zygote:fast:gpu4", "zygote", True, True, 4, 0, True,
-                                            True, True, True, None, True, True, True, True)
-  assert parse_path("zygote:fast:measure:gpu16")[3:] == (False, 16, 0, True, True, True, True,
-                                                         None, True, True, True, True)
-  assert parse_path("zygote:lite:gpu4") == ("zygote:lite:gpu4", "zygote", True, True, 4, 1, True,
-                                            True, True, True, None, True, True, True, True)
-  assert parse_path("zygote:lite_main") == ("zygote:lite_main", "zygote", True, True, None, 2,
-                                            True, True, True, True, None, True, True, True, True)
-  assert parse_path("zygote:lite_pch:gpu4")[3:] == (True, 4, 3, True, True, True, True, None,
-                                                    True, True, True, True)
-  assert parse_path("zygote:fast:reuse:gpu4:nopre")[3:] == (True, 4, 0, False, True, True, True,
-                                                            None, True, True, True, True)
-  assert parse_path("zygote:fast:nopre").precompile is False
-  assert parse_path("zygote:lite_pch:gpu4:serial")[3:] == (True, 4, 3, True, False, True, True,
-                                                           None, True, True, True, True)
-  assert parse_path("zygote:lite_pch:gpu4:torchcmp")[3:] == (True, 4, 3, True, True, False,
-                                                             True, None, True, True, True, True)
-  assert parse_path("zygote:lite_pch:gpu4:alone")[-6:-3] == (False, None, True)
+  from benchmarks.sandbox_throughput import BenchPath, parse_path  # pylint: disable=import-outside-toplevel
+  # Every field not named is as in the sandbox's defaults.
+  path = lambda name, **fields: BenchPath(name, name.split(":")[0], True, True, None, 0)._replace(
+      **fields)
+  assert parse_path("zygote:fast") == path("zygote:fast")
+  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 5
+  assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
+  assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
+  assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
+  assert parse_path("zygote:fast:measure:gpu16") == path("zygote:fast:measure:gpu16",
+                                                         reuse=False, concurrency=16)
+  assert parse_path("zygote:lite:gpu4") == path("zygote:lite:gpu4", concurrency=4, lite=1)
+  assert parse_path("zygote:lite_main") == path("zygote:lite_main", lite=2)
+  assert parse_path("zygote:lite_pch:gpu4") == path("zygote:lite_pch:gpu4", concurrency=4, lite=3)
+  assert parse_path("zygote:fast:reuse:gpu4:nopre") == path(
+      "zygote:fast:reuse:gpu4:nopre", concurrency=4, precompile=False)
+  assert parse_path("zygote:lite_pch:gpu4:serial") == path(
+      "zygote:lite_pch:gpu4:serial", concurrency=4, lite=3, concurrent=False)
+  assert parse_path("zygote:lite_pch:gpu4:torchcmp") == path(
+      "zygote:lite_pch:gpu4:torchcmp", concurrency=4, lite=3, fused=False)
+  assert parse_path("zygote:lite_pch:gpu4:alone").wide is False
   # the trailing flags in any order
-  assert parse_path("zygote:fast:nopre:serial")[-9:-5] == (False, False, True, True)
-  assert parse_path("zygote:fast:serial:nopre")[-9:-5] == (False, False, True, True)
-  assert parse_path("zygote:fast:gpu4:torchcmp:nopre")[-9:-5] == (False, True, False, True)
-  assert parse_path("zygote:fast:gpu4:alone:torchcmp")[-9:-5] == (True, True, False, False)
+  for name in ("zygote:fast:nopre:serial", "zygote:fast:serial:nopre"):
+    assert parse_path(name) == path(name, precompile=False, concurrent=False)
+  assert parse_path("zygote:fast:gpu4:torchcmp:nopre") == path(
+      "zygote:fast:gpu4:torchcmp:nopre", concurrency=4, fused=False, precompile=False)
+  assert parse_path("zygote:fast:gpu4:alone:torchcmp") == path(
+      "zygote:fast:gpu4:alone:torchcmp", concurrency=4, wide=False, fused=False)
   # a timing target per path, among the trailing flags
   assert parse_path("zygote:lite_pch:gpu4:t0.1").timing_target_s == 0.1
-  assert parse_path("zygote:lite_pch:gpu4:t2")[3:] == (True, 4, 3, True, True, True, True, 2.0,
-                                                       True, True, True, True)
-  assert parse_path("zygote:fast:t.5:alone")[-6:-3] == (False, 0.5, True)
-  assert parse_path("zygote:fast:alone:t0.25")[-6:-3] == (False, 0.25, True)
-  assert parse_path("zygote:lite_pch:gpu4:nonice:t0.1")[-6:-3] == (True, 0.1, False)
+  assert parse_path("zygote:lite_pch:gpu4:t2") == path("zygote:lite_pch:gpu4:t2", concurrency=4,
+                                                       lite=3, timing_target_s=2.0)
+  assert parse_path("zygote:fast:t.5:alone") == path("zygote:fast:t.5:alone", wide=False,
+                                                     timing_target_s=0.5)
+  assert parse_path("zygote:fast:alone:t0.25") == path("zygote:fast:alone:t0.25", wide=False,
+                                                       timing_target_s=0.25)
+  assert parse_path("zygote:lite_pch:gpu4:nonice:t0.1") == path(
+      "zygote:lite_pch:gpu4:nonice:t0.1", concurrency=4, lite=3, timing_target_s=0.1,
+      niced=False)
   assert parse_path("zygote:lite_pch:t0.1:nonice").niced is False
-  assert parse_path("zygote:lite_pch:gpu4:refafter:t0.1")[-5:-2] == (0.1, True, False)
+  assert parse_path("zygote:lite_pch:gpu4:refafter:t0.1") == path(
+      "zygote:lite_pch:gpu4:refafter:t0.1", concurrency=4, lite=3, timing_target_s=0.1,
+      reference_first=False)
   assert parse_path("zygote:lite_pch:refafter:nonice").reference_first is False
-  assert parse_path("zygote:lite_pch:gpu4:release:t0.1")[-5:-1] == (0.1, True, True, False)
-  assert parse_path("zygote:lite_pch:gpu4:nowarm:release")[-2:] == (False, False)
-  assert parse_path("zygote:lite_pch:gpu4:release:refafter")[-3:] == (False, False, True)
+  assert parse_path("zygote:lite_pch:gpu4:release:t0.1") == path(
+      "zygote:lite_pch:gpu4:release:t0.1", concurrency=4, lite=3, timing_target_s=0.1,
+      keep_memory=False)
+  assert parse_path("zygote:lite_pch:gpu4:nowarm:release") == path(
+      "zygote:lite_pch:gpu4:nowarm:release", concurrency=4, lite=3, keep_memory=False,
+      warm_up=False)
+  assert parse_path("zygote:lite_pch:gpu4:release:refafter") == path(
+      "zygote:lite_pch:gpu4:release:refafter", concurrency=4, lite=3, keep_memory=False,
+      reference_first=False)
+  assert parse_path("zygote:lite_pch:gpu4:nosetup:nowarm") == path(
+      "zygote:lite_pch:gpu4:nosetup:nowarm", concurrency=4, lite=3, warm_up=False,
+      setup_profiled=False)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",
               "zygote:fast:", "zygote:fast:gpu0", "zygote:fast:gpu4:reuse",
               "zygote:fast:reuse:gpu4:gpu4", "zygote:fast:nopre:gpu4", "zygote:fast:nopre:nopre",
@@ -215,6 +227,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:t0.1:t0.2", "zygote:fast:t", "zygote:fast:t-1", "zygote:fast:t0.1:gpu4",
               "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:refafter:refafter",
               "zygote:fast:release:release", "zygote:fast:release:gpu4",
-              "zygote:fast:nowarm:nowarm"):
+              "zygote:fast:nowarm:nowarm", "zygote:fast:nosetup:nosetup",
+              "zygote:fast:nosetup:gpu4"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)

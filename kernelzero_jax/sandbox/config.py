@@ -118,6 +118,11 @@ class SandboxConfig:
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.
   reuse_reference: bool = True
+  # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
+  # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
+  # time-slice, so those timings would lengthen, a shared reference time with them), and are
+  # profiled (evidence["setup_gpu"]); more is rejected. None: not profiled.
+  setup_kernel_ms_limit: float | None = 50.0
   # Where the precompiled header and Triton's seed live (default ~/.cache/kernelzero_jax/pch).
   pch_dir: str | None = None
 
@@ -131,6 +136,8 @@ class SandboxConfig:
       raise ValueError("gpu_concurrency must be >= 1")
     if not 0 <= self.build_nice <= 19:
       raise ValueError(f"build_nice must be in [0, 19] (a niceness added), got {self.build_nice}")
+    if self.setup_kernel_ms_limit is not None and self.setup_kernel_ms_limit < 0:
+      raise ValueError("setup_kernel_ms_limit must be >= 0 (or None: not profiled)")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

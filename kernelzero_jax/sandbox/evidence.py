@@ -5,7 +5,8 @@ source; it watches what executes:
   * every ATen op that the candidate's forward dispatches (Python, C++ extension or nn.Module, no
     matter how the function was looked up), through a TorchDispatchMode;
   * every Triton kernel launch, through a hook on Triton's launcher;
-  * on a GPU, every device kernel and the stream it ran on, through the CUDA profiler;
+  * on a GPU, every device kernel and the stream it ran on, through the CUDA profiler; and the
+    GPU work of the candidate's import and constructor, which run outside the judge's GPU holds;
   * new Python threads and child processes;
   * the identity of the functions that the harness relies on (timers, synchronisation, the
     launcher hooks, this package's own code), so monkey-patching is caught even when it slipped
@@ -259,13 +260,16 @@ def thread_and_process_violations(baseline_threads: set[int]) -> list[str]:
   return out
 
 
-def profile_kernels(run: Callable[[], Any], marker: Callable[[], Any]) -> tuple[Any, list[dict]]:
-  """Runs `marker` then `run` under the CUDA profiler. Returns (run's result, kernels), each kernel
-  {"name", "stream", "marker"}; the marker's kernel identifies the harness's stream."""
+# Chrome-trace categories of the GPU's own work: kernels, and copies and fills by its engines.
+GPU_EVENT_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def trace_gpu(run: Callable[[], Any]) -> tuple[Any, list[dict]]:
+  """Runs `run` under the CUDA profiler, then a device-wide synchronize, so that work it left
+  queued on any stream counts too. Returns (run's result, the GPU's work in order of start):
+  {"cat" (GPU_EVENT_CATEGORIES), "name", "stream", "ts", "dur" (µs)}."""
   from torch.profiler import ProfilerActivity, profile
   with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    marker()
-    torch.cuda.synchronize()
     result = run()
     torch.cuda.synchronize()
   fd, path = tempfile.mkstemp(suffix=".json")
@@ -276,13 +280,47 @@ def profile_kernels(run: Callable[[], Any], marker: Callable[[], Any]) -> tuple[
       trace = json.load(f)
   finally:
     os.unlink(path)
-  kernels = []
-  for ev in trace.get("traceEvents", []):
-    if ev.get("cat") == "kernel":
-      kernels.append({"name": ev.get("name", ""), "stream": (ev.get("args") or {}).get("stream"),
-                      "ts": ev.get("ts", 0)})
-  kernels.sort(key=lambda k: k["ts"])
-  return result, kernels
+  events = [{"cat": ev["cat"], "name": ev.get("name", ""),
+             "stream": (ev.get("args") or {}).get("stream"), "ts": ev.get("ts", 0),
+             "dur": float(ev.get("dur") or 0.0)}
+            for ev in trace.get("traceEvents", []) if ev.get("cat") in GPU_EVENT_CATEGORIES]
+  events.sort(key=lambda e: e["ts"])
+  return result, events
+
+
+def profile_kernels(run: Callable[[], Any], marker: Callable[[], Any]) -> tuple[Any, list[dict]]:
+  """Runs `marker` then `run` under the CUDA profiler. Returns (run's result, kernels), each kernel
+  {"name", "stream", "marker"}; the marker's kernel identifies the harness's stream."""
+  def marked():
+    marker()
+    torch.cuda.synchronize()
+    return run()
+  result, events = trace_gpu(marked)
+  return result, [{"name": e["name"], "stream": e["stream"], "ts": e["ts"]}
+                  for e in events if e["cat"] == "kernel"]
+
+
+def gpu_work_summary(events: list[dict]) -> dict[str, Any]:
+  """What trace_gpu saw: how many kernels and copies or fills, and their summed GPU times (ms)."""
+  kernels = [e for e in events if e["cat"] == "kernel"]
+  copies = [e for e in events if e["cat"] != "kernel"]
+  return {"kernels": len(kernels), "kernel_ms": round(sum(e["dur"] for e in kernels) / 1e3, 3),
+          "copies": len(copies), "copy_ms": round(sum(e["dur"] for e in copies) / 1e3, 3),
+          "longest_kernel": max(kernels, key=lambda e: e["dur"])["name"][:120] if kernels else None}
+
+
+def setup_gpu_violation(summary: dict[str, Any], where: str, limit_ms: float) -> str | None:
+  """A violation if the candidate's code kept the GPU's compute busy for more than `limit_ms`
+  where the judge does not hold the GPU (`where`: at import, in its constructor). Other judges
+  time their candidates and references meanwhile, and GPU contexts time-slice, so such work
+  lengthens their measured times (and a reference time inflated so is shared with a group).
+  Copies are not limited: the copy engines run beside other contexts' kernels."""
+  if summary["kernel_ms"] <= limit_ms:
+    return None
+  return (f"the candidate ran {summary['kernel_ms']:.1f} ms of GPU kernels {where} "
+          f"({summary['kernels']} kernel(s), the longest {summary['longest_kernel']}), where the "
+          f"judge does not hold the GPU and other judges' timings run; at most {limit_ms:g} ms "
+          "is allowed there: GPU work belongs in forward")
 
 
 # ATen kernels behind the allocation and copy ops a forward may dispatch (ALLOWED_ATEN_OPS).

@@ -435,7 +435,8 @@ class Judge:
             "backend": self.backend, "candidate_source": self.job["candidate_source"],
             "reference_source": self.job["reference_source"],
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
-            "own_kernel_names": self.own_kernels}
+            "own_kernel_names": self.own_kernels,
+            "setup_kernel_ms_limit": cfg.setup_kernel_ms_limit}
     if self.backend == "cuda" and cfg.fast_build:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       self.pch_header = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
@@ -557,6 +558,8 @@ class Judge:
                                           cfg.build_timeout_s), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, startup.seconds)
+    if built.get("setup_gpu"):  # the GPU work of its import, which no hold covers
+      v.evidence.setdefault("setup_gpu", {})["import"] = built["setup_gpu"]
     if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
       v.evidence["build"] = list(built["build_log"])[:8]
     if self.pch_header:
@@ -578,8 +581,10 @@ class Judge:
     # move to the device stays under the hold ("init" in _checks).
     v.stage = "init"
     with self._step("candidate_construct"):
-      self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
-                                       cfg.correctness_timeout_s, "init"), "init")
+      constructed = self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
+                                                     cfg.correctness_timeout_s, "init"), "init")
+    if constructed.get("setup_gpu"):
+      v.evidence.setdefault("setup_gpu", {})["constructor"] = constructed["setup_gpu"]
     if self._second_reference_thread is not None:
       with self._step("reference_construct"):  # what is left of it: it ran beside the build
         self._second_reference_thread.join()

@@ -183,9 +183,11 @@ class _Worker:
     with self.ops:
       torch.empty(1, device=self.device).fill_(0.0)
     self.problem.make_inputs(lambda: [torch.rand(1)], 0, self.device)
+    self.profiler_works = False
     if self.device.type == "cuda":
       try:
         self.evidence.profile_kernels(lambda: None, lambda: self.marker.fill_(1.0))
+        self.profiler_works = True
       except RuntimeError:
         pass
     self.ops.ops.clear()
@@ -199,7 +201,9 @@ class _Worker:
       path = self.candidate_path
       with open(path, "w") as f:
         f.write(self.spec["candidate_source"])
-      module = self.problem.load_module(self.spec["candidate_source"], "kz_candidate", path)
+      module, setup_gpu = self._outside_the_hold(
+          "at import", lambda: self.problem.load_module(self.spec["candidate_source"],
+                                                        "kz_candidate", path))
       if not isinstance(getattr(module, "ModelNew", None), type):
         return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
     except BaseException as e:  # pylint: disable=broad-except
@@ -207,19 +211,39 @@ class _Worker:
         return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
       return {"ok": False, "status": V.COMPILE_ERROR, "error": _error_tail(e)}
     self.module = module
-    violations = self._tamper_violations()
+    violations = self._tamper_violations() + setup_gpu.pop("violations", [])
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
     return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
-            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
+            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds,
+            "setup_gpu": setup_gpu}
+
+  def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
+    """Runs candidate code that the judge runs without holding the GPU (its import, its
+    constructor) under the CUDA profiler, where the worker has a GPU and a working profiler:
+    (run's result, {"kernels", "kernel_ms", "copies", "copy_ms", "longest_kernel", and
+    "violations" when its kernels took more than spec["setup_kernel_ms_limit"]}).
+    Anything it left queued on the GPU is finished before this returns."""
+    limit = self.spec.get("setup_kernel_ms_limit")
+    if self.device.type != "cuda" or limit is None or not self.profiler_works:
+      return run(), {}
+    result, events = self.evidence.trace_gpu(run)
+    summary = self.evidence.gpu_work_summary(events)
+    violation = self.evidence.setup_gpu_violation(summary, where, float(limit))
+    return result, dict(summary, violations=[violation] if violation else [])
 
   def construct(self, seed: int) -> dict[str, Any]:
     """ModelNew built on the CPU, before the judge takes the GPU: a large model's CPU init
     (4 GiB of nn.Linear in KernelBench's level-2 problem 59: 9 s on an H200 machine under load)
-    would otherwise hold the GPU. Candidate code ran outside the hold already (its import)."""
-    self.constructed = (seed, self.problem.construct_model(
-        self.module.ModelNew, self.reference.get_init_inputs, seed))
-    return self._clean_reply()
+    would otherwise hold the GPU. Like its import, it runs under the profiler, its GPU work
+    limited (_outside_the_hold)."""
+    model, setup_gpu = self._outside_the_hold("in its constructor", lambda: (
+        self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs, seed)))
+    self.constructed = (seed, model)
+    violations = self._tamper_violations() + setup_gpu.pop("violations", [])
+    if violations:
+      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
+    return {"ok": True, "setup_gpu": setup_gpu}
 
   def init(self, seed: int) -> dict[str, Any]:
     constructed, self.constructed = self.constructed, None
