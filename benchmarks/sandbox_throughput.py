@@ -29,7 +29,9 @@ memory before each hold ends, even where every judge could keep as much
 (SandboxConfig.keep_memory_between_holds); with `nowarm`, judges loading what their first
 reference check needs under the GPU hold instead of when they start
 (SandboxConfig.judge_warm_up); with `nosetup`, candidates' imports and constructors run without
-the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `nofence`,
+judges and workers starting up beside timings instead of apart (SandboxConfig.startup_fence);
+with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
@@ -73,9 +75,9 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
-              "nowarm", "nosetup")
+              "nowarm", "nosetup", "nofence")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:tS]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:tS]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -191,6 +193,8 @@ class BenchPath(NamedTuple):
   # the GPU work of candidates' imports and constructors profiled and limited
   # (SandboxConfig.setup_kernel_ms_limit)
   setup_profiled: bool = True
+  # judges' and workers' start-ups kept apart from timings (SandboxConfig.startup_fence)
+  fenced: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -199,7 +203,8 @@ def parse_path(path: str) -> BenchPath:
   instead of the fused kernel; `alone`: problems too large for one slot checked alone; `nonice`:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
-  starts; `nosetup`: candidates' imports and constructors not profiled; `tS`: a timing target of S seconds)."""
+  starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
+  not kept apart from timings; `tS`: a timing target of S seconds)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target = set(), None
@@ -226,7 +231,7 @@ def parse_path(path: str) -> BenchPath:
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
-                   "nosetup" not in flags_given)
+                   "nosetup" not in flags_given, "nofence" not in flags_given)
 
 
 def _median(values: list[float]) -> float | None:
@@ -255,7 +260,8 @@ def run() -> dict:
       fast_build.require_bind(header)
   results = {}
   for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced, reference_first, keep_memory, warm_up, setup_profiled) in paths:
+       wide, target, niced, reference_first, keep_memory, warm_up, setup_profiled,
+       fenced) in paths:
     config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
                                  fast_build=fast, reuse_reference=reuse,
                                  gpu_concurrency=concurrency or base.gpu_concurrency,
@@ -270,7 +276,8 @@ def run() -> dict:
                                  judge_warm_up=warm_up,
                                  setup_kernel_ms_limit=(
                                      base.setup_kernel_ms_limit if setup_profiled
-                                     else None))
+                                     else None),
+                                 startup_fence=fenced)
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

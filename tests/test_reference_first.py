@@ -258,3 +258,34 @@ def test_a_triton_worker_gets_its_go_by_the_deadline_from_a_slow_judge(monkeypat
   assert worker.spec["await_go"] and judge.awaits_go
   assert worker.far_end.poll(10) and worker.far_end.recv() == {"cmd": "go"}
   assert judge.go_sent_at is not None and not judge.go_gate.claim()
+
+
+def test_the_timings_wait_for_a_start_up_under_way_and_note_how_long(make_judge):
+  """gpu_fence.py: another judge creating its CUDA context holds the start-up fence shared; the
+  reference's timing and the candidate's wait until it is done."""
+  from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+  judge, timed, _ = make_judge()
+  in_start_up, done = threading.Event(), threading.Event()
+
+  def start_up():
+    with gpu_fence.startup_fence(0, timing=False):
+      in_start_up.set()
+      done.wait(0.4)
+  other = threading.Thread(target=start_up)
+  other.start()
+  assert in_start_up.wait(5)
+  judge._reference_first()  # pylint: disable=protected-access
+  other.join()
+  judge._timing(0)  # pylint: disable=protected-access
+  waits = judge.verdict.evidence["fence_wait_s"]
+  assert timed == [1] and set(waits) == {"reference_timing", "candidate_timing"}
+  assert waits["reference_timing"] >= 0.3 and waits["candidate_timing"] < 0.3
+
+
+def test_without_the_fence_timings_do_not_wait_for_start_ups(make_judge):
+  from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+  judge, timed, _ = make_judge(startup_fence=False)
+  with gpu_fence.startup_fence(0, timing=False):
+    judge._reference_first()  # pylint: disable=protected-access
+    judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1] and "fence_wait_s" not in judge.verdict.evidence

@@ -437,6 +437,8 @@ class Judge:
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
             "own_kernel_names": self.own_kernels,
             "setup_kernel_ms_limit": cfg.setup_kernel_ms_limit}
+    if cfg.device == "cuda" and cfg.startup_fence:  # the worker's start-up takes it too
+      spec["startup_fence"] = [int(self.job.get("gpu_index", 0)), tempfile.gettempdir()]
     if self.backend == "cuda" and cfg.fast_build:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       self.pch_header = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
@@ -521,7 +523,9 @@ class Judge:
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
     self.device = torch.device(device_name(cfg, self.job.get("gpu_index", 0)))
     if self.device.type == "cuda":
-      torch.cuda.set_device(self.device)
+      with self._fence("device", timing=False):  # the CUDA context, apart from timings
+        torch.cuda.set_device(self.device)
+        torch.cuda.synchronize(self.device)
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32
     torch.backends.cudnn.allow_tf32 = cfg.reference_tf32
     torch.set_grad_enabled(False)
@@ -534,14 +538,21 @@ class Judge:
       ref_mod = problem.load_module(self.job["reference_source"], "kz_reference")
       problem.require_attrs(ref_mod, ("Model", "get_inputs", "get_init_inputs"))
       self.ref_mod = ref_mod
-      self.ref_model = problem.make_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed,
-                                          self.device)
+      # Built on the CPU, KernelBench's way (seconds for a large model), then uploaded with the
+      # warm-up, apart from timings.
+      model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
+      with self._fence("upload", timing=False):
+        self.ref_model = model.to(self.device)
+        del model
+        if self.device.type == "cuda":
+          torch.cuda.synchronize(self.device)
     except Exception as e:  # pylint: disable=broad-except
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
     if self.device.type == "cuda" and cfg.judge_warm_up:
-      warm_up_device(torch, problem, self.device)
+      with self._fence("warm_up", timing=False):
+        warm_up_device(torch, problem, self.device)
       startup.lap("warm_up")
     self._start_second_reference()
     if self.awaits_go:
@@ -761,6 +772,19 @@ class Judge:
     finally:
       self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - t0, 4)
       self.verdict.evidence["gpu_seconds"] = dict(self.steps)
+
+  @contextlib.contextmanager
+  def _fence(self, name: str, timing: bool):
+    """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
+    seconds it waited in evidence["fence_wait_s"][name] (summed over repeats)."""
+    if self.cfg.device != "cuda" or not self.cfg.startup_fence:
+      yield
+      return
+    from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+    with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing) as waited:
+      waits = self.verdict.evidence.setdefault("fence_wait_s", {})
+      waits[name] = round(waits.get(name, 0.0) + waited, 4)
+      yield
 
   @contextlib.contextmanager
   def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1, wait: bool = True):
@@ -1060,7 +1084,7 @@ class Judge:
                              reference_trials=ref["trials"])
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
-    with self._step("candidate_timing"):
+    with self._step("candidate_timing"), self._fence("candidate_timing", timing=True):
       reply = self._expect(self.worker.request(
           {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
            "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
@@ -1093,7 +1117,7 @@ class Judge:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
     cfg, v = self.cfg, self.verdict
     # The timer's L2-flush buffer (256 MB) is needed only when the reference is timed here.
-    with self._step("reference_timing"):
+    with self._step("reference_timing"), self._fence("reference_timing", timing=True):
       timer = timing.Timer(self.device)
       make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
       ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
