@@ -68,7 +68,7 @@ from typing import Any, Callable, NamedTuple
 from absl import app
 from absl import flags
 
-from benchmarks.gpu_steps import hold_timeline, left_after_release
+from benchmarks.gpu_steps import hold_timeline, left_after_release, timings_beside_startups
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
@@ -314,6 +314,8 @@ def run() -> dict:
                                       lambda p: bool(p.get("kernels")))
     prebuilt = side_worker_summary(rows, "cuda_prebuild", "built", lambda p: p.get("ok") is True)
     fused_summary = fused_compare_summary(rows)
+    apart = start_ups_apart(rows)
+    beside = timings_beside_startups(rows)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1),
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
@@ -326,6 +328,7 @@ def run() -> dict:
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
+                     "start_ups_apart": apart, "timings_beside_startups": beside,
                      "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
@@ -363,6 +366,13 @@ def run() -> dict:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
             f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "
             f"max {spread['max_pct']}%)")
+    print("start-up fence waits summed (s): "
+          + (", ".join(f"{k} {v}" for k, v in apart["fence_wait_s"].items()) or "none")
+          + f"; setup profiled in {apart['setup_profiled']} verdicts, the profiler's cost "
+          f"{apart['setup_profiler_s']} s summed, longest setup kernels "
+          f"{apart['setup_kernel_ms_max']} ms")
+    print("timings against their copies' median (%), beside another judge's start-up and clear "
+          "of one: " + json.dumps(beside))
     if after["timed"]:
       print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
             f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")
@@ -397,6 +407,27 @@ def run() -> dict:
   _write({"summary": summary, "results": results})
   print(json.dumps({k: v for k, v in summary.items() if k != "differences"}))
   return summary
+
+
+def start_ups_apart(rows: list[dict]) -> dict[str, Any]:
+  """What keeping GPU work outside the holds apart from timings cost the batch: the seconds the
+  judges waited for the start-up fence, summed by step (evidence["fence_wait_s"];
+  SandboxConfig.startup_fence), and for the profiled imports and constructors
+  (evidence["setup_gpu"]; SandboxConfig.setup_kernel_ms_limit) how many verdicts have them, the
+  profiler's own seconds summed, and the most kernel time one of them ran."""
+  waits: dict[str, float] = {}
+  profiled, profiler_s, kernel_ms = 0, 0.0, 0.0
+  for r in rows:
+    ev = r.get("evidence") or {}
+    for step, waited in (ev.get("fence_wait_s") or {}).items():
+      waits[step] = round(waits.get(step, 0.0) + waited, 3)
+    setup = ev.get("setup_gpu") or {}
+    profiled += bool(setup)
+    for part in setup.values():
+      profiler_s += part.get("profiler_s", 0.0)
+      kernel_ms = max(kernel_ms, part.get("kernel_ms", 0.0))
+  return {"fence_wait_s": dict(sorted(waits.items())), "setup_profiled": profiled,
+          "setup_profiler_s": round(profiler_s, 3), "setup_kernel_ms_max": kernel_ms}
 
 
 def side_worker_summary(rows: list[dict], key: str, done_name: str,

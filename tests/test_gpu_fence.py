@@ -82,3 +82,18 @@ def test_the_waited_seconds_are_yielded_and_the_lock_files_are_the_gpus(tmp_path
   with gpu_fence.startup_fence(3, True, str(tmp_path)), \
       gpu_fence.startup_fence(4, True, str(tmp_path)):
     pass
+
+
+def test_the_throughput_benchmark_sums_the_fence_waits_and_the_setup_profiler():
+  from benchmarks.sandbox_throughput import start_ups_apart  # pylint: disable=import-outside-toplevel
+  rows = [
+      {"evidence": {"fence_wait_s": {"device": 0.25, "candidate_timing": 0.125},
+                    "setup_gpu": {"import": {"kernel_ms": 0.0, "profiler_s": 0.05},
+                                  "constructor": {"kernel_ms": 2.5, "profiler_s": 0.03}}}},
+      {"evidence": {"fence_wait_s": {"device": 0.5}}},
+      {"evidence": None},
+      {},
+  ]
+  assert start_ups_apart(rows) == {
+      "fence_wait_s": {"candidate_timing": 0.125, "device": 0.75}, "setup_profiled": 1,
+      "setup_profiler_s": 0.08, "setup_kernel_ms_max": 2.5}

@@ -72,6 +72,7 @@ def test_the_worker_profiles_setup_on_a_gpu_and_flags_kernels_past_the_limit(
   assert result == "module" and traced == [1]
   assert {k: setup[k] for k in ("kernels", "kernel_ms", "copies", "copy_ms")} == {
       "kernels": 2, "kernel_ms": 60.25, "copies": 2, "copy_ms": 1.503}
+  assert 0.0 <= setup["profiler_s"] < 1.0
   if violations:
     assert len(setup["violations"]) == 1 and "60.2 ms of GPU kernels at import" in (
         setup["violations"][0])

@@ -233,14 +233,26 @@ class _Worker:
   def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
     """Runs candidate code that the judge runs without holding the GPU (its import, its
     constructor) under the CUDA profiler, where the worker has a GPU and a working profiler:
-    (run's result, {"kernels", "kernel_ms", "copies", "copy_ms", "longest_kernel", and
-    "violations" when its kernels took more than spec["setup_kernel_ms_limit"]}).
+    (run's result, {"kernels", "kernel_ms", "copies", "copy_ms", "longest_kernel",
+    "profiler_s" (the profiler's own cost), and "violations" when its kernels took more than
+    spec["setup_kernel_ms_limit"]}).
     Anything it left queued on the GPU is finished before this returns."""
     limit = self.spec.get("setup_kernel_ms_limit")
     if self.device.type != "cuda" or limit is None or not self.profiler_works:
       return run(), {}
-    result, events = self.evidence.trace_gpu(run)
+    ran = []
+
+    def timed_run():
+      t0 = time.perf_counter()
+      try:
+        return run()
+      finally:
+        ran.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    result, events = self.evidence.trace_gpu(timed_run)
     summary = self.evidence.gpu_work_summary(events)
+    # What the profiler itself cost (its start, the synchronize, reading its trace).
+    summary["profiler_s"] = round(time.perf_counter() - t0 - ran[0], 4)
     violation = self.evidence.setup_gpu_violation(summary, where, float(limit))
     return result, dict(summary, violations=[violation] if violation else [])
 
