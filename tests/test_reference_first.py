@@ -289,3 +289,14 @@ def test_without_the_fence_timings_do_not_wait_for_start_ups(make_judge):
     judge._reference_first()  # pylint: disable=protected-access
     judge._timing(0)  # pylint: disable=protected-access
   assert timed == [1] and "fence_wait_s" not in judge.verdict.evidence
+
+
+def test_a_timing_within_the_fence_does_not_take_it_again(make_judge):
+  """The judge takes the fence before the GPU's slots for its timing hold (Judge._evaluate); the
+  timings inside it must not wait for the fence the judge holds itself."""
+  judge, timed, _ = make_judge()
+  with judge._fence("timing", timing=True):  # pylint: disable=protected-access
+    judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1] and set(judge.verdict.evidence["fence_wait_s"]) == {"timing"}
+  judge._timing(0)  # pylint: disable=protected-access
+  assert "candidate_timing" in judge.verdict.evidence["fence_wait_s"]  # taken again, once out

@@ -385,6 +385,7 @@ class Judge:
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
     self.steps: dict[str, float] = {}
+    self._fence_held = False  # gpu_fence.startup_fence, taken by _fence
 
   # -- entry ---------------------------------------------------------------------------------
 
@@ -634,7 +635,9 @@ class Judge:
         if release:
           self._release_gpu_memory()
       if cfg.timing:
-        with hold(exclusive=True):
+        # The fence before the GPU: a timing that held every slot while start-ups under way
+        # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
+        with self._fence("timing", timing=True), hold(exclusive=True):
           self._timed(base)
           if release:
             self._release_gpu_memory()
@@ -777,14 +780,18 @@ class Judge:
   def _fence(self, name: str, timing: bool):
     """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
     seconds it waited in evidence["fence_wait_s"][name] (summed over repeats)."""
-    if self.cfg.device != "cuda" or not self.cfg.startup_fence:
-      yield
+    if self.cfg.device != "cuda" or not self.cfg.startup_fence or self._fence_held:
+      yield  # (held already: a timing's steps within a timing's hold)
       return
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
     with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing) as waited:
       waits = self.verdict.evidence.setdefault("fence_wait_s", {})
       waits[name] = round(waits.get(name, 0.0) + waited, 4)
-      yield
+      self._fence_held = True
+      try:
+        yield
+      finally:
+        self._fence_held = False
 
   @contextlib.contextmanager
   def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1, wait: bool = True):
