@@ -264,10 +264,7 @@ class _Worker:
     model, setup_gpu = self._outside_the_hold("in its constructor", lambda: (
         self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs, seed)))
     self.constructed = (seed, model)
-    violations = self._tamper_violations() + setup_gpu.pop("violations", [])
-    if violations:
-      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True, "setup_gpu": setup_gpu}
+    return self._clean_reply(setup_gpu)
 
   def init(self, seed: int) -> dict[str, Any]:
     constructed, self.constructed = self.constructed, None
@@ -279,11 +276,13 @@ class _Worker:
     del constructed
     return self._clean_reply()
 
-  def _clean_reply(self) -> dict[str, Any]:
-    violations = self._tamper_violations()
+  def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the
+    violations seen since the candidate's code first ran, its setup's among them."""
+    violations = self._tamper_violations() + (setup_gpu or {}).pop("violations", [])
     if violations:
       return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True}
+    return {"ok": True} if setup_gpu is None else {"ok": True, "setup_gpu": setup_gpu}
 
   def _inputs(self, seed: int) -> list:
     return self.problem.make_inputs(self.reference.get_inputs, seed, self.device)
