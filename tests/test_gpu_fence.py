@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from kernelzero_jax.sandbox import gpu_fence
 
 WAIT_S = 0.3  # long enough for a thread that could take the fence to have taken it
@@ -97,3 +99,63 @@ def test_the_throughput_benchmark_sums_the_fence_waits_and_the_setup_profiler():
   assert start_ups_apart(rows) == {
       "fence_wait_s": {"candidate_timing": 0.125, "device": 0.75}, "setup_profiled": 1,
       "setup_profiler_s": 0.08, "setup_kernel_ms_max": 2.5}
+
+
+def test_a_timing_that_holds_the_gpu_does_not_wait_for_one_waiting_for_the_gpu(tmp_path):
+  """Judge A holds every GPU slot (its whole evaluation, or the reference first) and times;
+  judge B took the fence for its timing and waits for the slots. Were A to wait for the fence,
+  neither would go on. A goes on without the fence, which B holds, keeping start-ups out."""
+  from kernelzero_jax.sandbox.judge import gpu_slots  # pylint: disable=import-outside-toplevel
+  order = []
+  b_holds_fence = threading.Event()
+
+  def judge_b():
+    with gpu_fence.startup_fence(0, True, str(tmp_path)):
+      b_holds_fence.set()
+      with gpu_slots(0, 4, exclusive=True, lock_dir=str(tmp_path)):
+        order.append("B times")
+  with gpu_slots(0, 4, exclusive=True, lock_dir=str(tmp_path)):
+    b = threading.Thread(target=judge_b, daemon=True)
+    b.start()
+    assert b_holds_fence.wait(5)
+    with gpu_fence.startup_fence(0, True, str(tmp_path), holding_gpu=True) as waited:
+      order.append("A times")
+      assert waited < WAIT_S
+      # B holds the fence alone: no start-up can begin meanwhile
+      start_up = _enter(tmp_path, False, order, "start-up")
+      assert not start_up[0].wait(WAIT_S)
+  b.join(5)
+  assert not b.is_alive()
+  assert start_up[0].wait(5)
+  start_up[1].set()
+  assert order == ["A times", "B times", "start-up"]
+
+
+def test_a_timing_that_holds_the_gpu_waits_for_start_ups_and_keeps_new_ones_out(tmp_path):
+  order = []
+  under_way = _enter(tmp_path, False, order, "start-up under way")
+  assert under_way[0].wait(5)
+  timed, late = threading.Event(), []
+
+  def timing():
+    with gpu_fence.startup_fence(0, True, str(tmp_path), holding_gpu=True) as waited:
+      order.append("timing")
+      late.append(waited)
+      timed.set()
+      late.append(_enter(tmp_path, False, order, "late start-up"))
+      assert not late[1][0].wait(WAIT_S)  # alone: no start-up while it times
+  thread = threading.Thread(target=timing, daemon=True)
+  thread.start()
+  assert not timed.wait(WAIT_S)
+  under_way[1].set()
+  assert timed.wait(5)
+  thread.join(5)
+  assert late[0] >= WAIT_S and late[1][0].wait(5)
+  late[1][1].set()
+  assert order == ["start-up under way", "timing", "late start-up"]
+
+
+def test_only_a_timing_takes_the_fence_while_holding_the_gpu(tmp_path):
+  with pytest.raises(ValueError, match="only a timing"):
+    with gpu_fence.startup_fence(0, False, str(tmp_path), holding_gpu=True):
+      pass

@@ -7,11 +7,17 @@ Other processes' driver work stretches a timed interval: on an H200, the sandbox
 holds (judge.gpu_slots) do not cover start-ups: a judge and its worker create their CUDA
 contexts, upload models and warm up before they take the GPU.
 
-So start-ups take this fence shared, and a timing, which already holds every GPU slot, takes it
-alone (SandboxConfig.startup_fence). Start-ups do not wait for each other or for untimed checks,
-only for a timing under way. A timing that waits closes a turnstile that start-ups pass on their
-way in, so that a stream of start-ups cannot starve it. A start-up holds nothing else while it
-waits, so there is no deadlock with the slots.
+So start-ups take this fence shared, and a timing takes it alone (SandboxConfig.startup_fence).
+Start-ups do not wait for each other or for untimed checks, only for a timing under way. A timing
+that waits closes a turnstile that start-ups pass on their way in, so that a stream of start-ups
+cannot starve it.
+
+No deadlock with the GPU's slots (judge.gpu_slots): a start-up holds nothing else while it waits.
+A timing takes the fence before the slots where it can (Judge._evaluate: checks go on meanwhile).
+One that holds every slot already (a judge whose whole evaluation holds the GPU, or one that
+measures the reference first) must not wait for the fence, which a timing waiting for those slots
+may hold: it polls instead (`holding_gpu`), and goes on without the fence when another timing
+holds it, since that one keeps every start-up out meanwhile.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import fcntl
 import os
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, TextIO
+
+POLL_S = 0.002  # how often a timing that holds the GPU looks at the fence again
 
 
 def fence_paths(device_index: int, lock_dir: str | None = None) -> tuple[str, str]:
@@ -32,19 +40,55 @@ def fence_paths(device_index: int, lock_dir: str | None = None) -> tuple[str, st
 
 
 @contextlib.contextmanager
-def startup_fence(device_index: int, timing: bool,
-                  lock_dir: str | None = None) -> Iterator[float]:
+def startup_fence(device_index: int, timing: bool, lock_dir: str | None = None,
+                  holding_gpu: bool = False) -> Iterator[float]:
   """Held around a start-up (`timing` False: shared) or a timing (alone). Yields the seconds
-  it waited for the fence."""
+  it waited for the fence. `holding_gpu`: a timing whose caller holds every GPU slot already
+  (see the module's docstring)."""
+  if holding_gpu and not timing:
+    raise ValueError("only a timing may take the fence while holding the GPU")
   turnstile_path, fence_path = fence_paths(device_index, lock_dir)
   t0 = time.perf_counter()
   with open(turnstile_path, "a+") as turnstile, open(fence_path, "a+") as fence:
-    fcntl.flock(turnstile, fcntl.LOCK_EX)
-    try:
-      fcntl.flock(fence, fcntl.LOCK_EX if timing else fcntl.LOCK_SH)
-    finally:
-      fcntl.flock(turnstile, fcntl.LOCK_UN)
+    if holding_gpu:
+      held = _alone_without_waiting(turnstile, fence)
+    else:
+      fcntl.flock(turnstile, fcntl.LOCK_EX)
+      try:
+        fcntl.flock(fence, fcntl.LOCK_EX if timing else fcntl.LOCK_SH)
+      finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+      held = True
     try:
       yield time.perf_counter() - t0
     finally:
-      fcntl.flock(fence, fcntl.LOCK_UN)
+      if held:
+        fcntl.flock(fence, fcntl.LOCK_UN)
+
+
+def _took(f: TextIO, operation: int) -> bool:
+  try:
+    fcntl.flock(f, operation | fcntl.LOCK_NB)
+  except BlockingIOError:
+    return False
+  return True
+
+
+def _alone_without_waiting(turnstile: TextIO, fence: TextIO) -> bool:
+  """The fence alone, for a timing that holds the GPU, without ever waiting for a lock: polls
+  until the start-ups under way are done (closing the turnstile when it can, so that no new one
+  begins). Returns False, not holding it, when another holds it alone: a timing waiting for the
+  GPU, which keeps start-ups out until it has had the GPU."""
+  closed = False
+  try:
+    while True:
+      closed = closed or _took(turnstile, fcntl.LOCK_EX)
+      if _took(fence, fcntl.LOCK_EX):
+        return True
+      if not _took(fence, fcntl.LOCK_SH):
+        return False
+      fcntl.flock(fence, fcntl.LOCK_UN)  # only start-ups hold it: look again
+      time.sleep(POLL_S)
+  finally:
+    if closed:
+      fcntl.flock(turnstile, fcntl.LOCK_UN)

@@ -777,14 +777,16 @@ class Judge:
       self.verdict.evidence["gpu_seconds"] = dict(self.steps)
 
   @contextlib.contextmanager
-  def _fence(self, name: str, timing: bool):
+  def _fence(self, name: str, timing: bool, holding_gpu: bool = False):
     """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
-    seconds it waited in evidence["fence_wait_s"][name] (summed over repeats)."""
+    seconds it waited in evidence["fence_wait_s"][name] (summed over repeats). `holding_gpu`:
+    a timing within a hold of every slot (gpu_fence's docstring: it must not wait)."""
     if self.cfg.device != "cuda" or not self.cfg.startup_fence or self._fence_held:
       yield  # (held already: a timing's steps within a timing's hold)
       return
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
-    with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing) as waited:
+    with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
+                                 holding_gpu=holding_gpu) as waited:
       waits = self.verdict.evidence.setdefault("fence_wait_s", {})
       waits[name] = round(waits.get(name, 0.0) + waited, 4)
       self._fence_held = True
@@ -1091,7 +1093,8 @@ class Judge:
                              reference_trials=ref["trials"])
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
-    with self._step("candidate_timing"), self._fence("candidate_timing", timing=True):
+    with self._step("candidate_timing"), self._fence("candidate_timing", timing=True,
+                                                     holding_gpu=True):
       reply = self._expect(self.worker.request(
           {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
            "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
@@ -1124,7 +1127,8 @@ class Judge:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
     cfg, v = self.cfg, self.verdict
     # The timer's L2-flush buffer (256 MB) is needed only when the reference is timed here.
-    with self._step("reference_timing"), self._fence("reference_timing", timing=True):
+    with self._step("reference_timing"), self._fence("reference_timing", timing=True,
+                                                     holding_gpu=True):
       timer = timing.Timer(self.device)
       make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
       ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
