@@ -72,8 +72,9 @@ def _context_churn(ctx) -> None:
     child.join()
 
 
-# The GPU loads run no kernels: in a batch, every judge's kernels run under its hold, and what
-# other judges do on the GPU outside theirs is driver work (contexts, allocations, frees).
+# The GPU loads but `kernels` run no kernels: in a batch, every judge's kernels run under its
+# hold, and what other judges do on the GPU outside theirs is driver work (contexts, allocations,
+# frees); `kernels` is what a candidate's import or constructor could add (setup_kernel_ms_limit).
 def _one_context() -> None:
   import torch  # pylint: disable=import-outside-toplevel
   torch.empty(128 * 2**20, dtype=torch.float32, device="cuda")

@@ -223,12 +223,11 @@ class _Worker:
         return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
       return {"ok": False, "status": V.COMPILE_ERROR, "error": _error_tail(e)}
     self.module = module
-    violations = self._tamper_violations() + setup_gpu.pop("violations", [])
-    if violations:
-      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
-            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds,
-            "setup_gpu": setup_gpu}
+    reply = self._clean_reply(setup_gpu)
+    if not reply["ok"]:
+      return reply
+    return {**reply, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
+            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
 
   def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
     """Runs candidate code that the judge runs without holding the GPU (its import, its
