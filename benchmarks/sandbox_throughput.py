@@ -5,7 +5,7 @@ r"""Sandbox throughput: the fast path against the plain one, same batch, one run
 
 A path is
 LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice][:refafter]
-[:release][:nowarm][:tS]: judges forked from the warm server (`zygote`) or started as fresh
+[:release][:nowarm][:tS][:pN]: judges forked from the warm server (`zygote`) or started as fresh
 interpreters (`subprocess`); CUDA extensions built with the precompiled header and the light .cu
 header (`fast`, sandbox/fast_build.py), with the .cu against kz_torch_lite.h first (`lite`,
 sandbox/lite_build.py), with main.cpp against kz_torch_lite_bind.h too (`lite_main`), with that
@@ -32,7 +32,8 @@ reference check needs under the GPU hold instead of when they start
 the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `nofence`,
 judges and workers starting up beside timings instead of apart (SandboxConfig.startup_fence);
 with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
---timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run).
+--timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run);
+with `pN` (e.g. `p48`), N judges at once instead of --max_parallel.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -68,6 +69,7 @@ from typing import Any, Callable, NamedTuple
 from absl import app
 from absl import flags
 
+from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_steps import hold_timeline, left_after_release, timings_beside_startups
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
@@ -77,8 +79,9 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:tS]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:tS][:pN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
+PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -195,6 +198,7 @@ class BenchPath(NamedTuple):
   setup_profiled: bool = True
   # judges' and workers' start-ups kept apart from timings (SandboxConfig.startup_fence)
   fenced: bool = True
+  parallel: int | None = None  # judges at once (None: --max_parallel's)
 
 
 def parse_path(path: str) -> BenchPath:
@@ -204,16 +208,18 @@ def parse_path(path: str) -> BenchPath:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
-  not kept apart from timings; `tS`: a timing target of S seconds)."""
+  not kept apart from timings; `tS`: a timing target of S seconds; `pN`: N judges at once)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
-  flags_given, target = set(), None
+  flags_given, target, parallel = set(), None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
       flags_given.add(extra.pop())
     elif TIMING_TOKEN.fullmatch(token) and target is None and float(token[1:]) > 0:
       target = float(extra.pop()[1:])
+    elif PARALLEL_TOKEN.fullmatch(token) and parallel is None:
+      parallel = int(extra.pop()[1:])
     else:
       break
   concurrency = None
@@ -231,7 +237,7 @@ def parse_path(path: str) -> BenchPath:
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
-                   "nosetup" not in flags_given, "nofence" not in flags_given)
+                   "nosetup" not in flags_given, "nofence" not in flags_given, parallel)
 
 
 def _median(values: list[float]) -> float | None:
@@ -259,30 +265,32 @@ def run() -> dict:
     if any(path.lite == 3 for path in paths):
       fast_build.require_bind(header)
   results = {}
-  for (name, launcher, fast, reuse, concurrency, lite, precompile, concurrent, fused,
-       wide, target, niced, reference_first, keep_memory, warm_up, setup_profiled,
-       fenced) in paths:
-    config = dataclasses.replace(base, timing_target_s=target or base.timing_target_s,
-                                 fast_build=fast, reuse_reference=reuse,
-                                 gpu_concurrency=concurrency or base.gpu_concurrency,
+  for path in paths:
+    name, lite = path.name, path.lite
+    target = path.timing_target_s or base.timing_target_s
+    config = dataclasses.replace(base, timing_target_s=target, fast_build=path.fast,
+                                 reuse_reference=path.reuse,
+                                 gpu_concurrency=path.concurrency or base.gpu_concurrency,
                                  lite_cuda_header=lite >= 1, lite_main_cpp=lite >= 2,
                                  lite_bind_pch=lite == 3,
-                                 triton_precompile=precompile, cuda_prebuild=precompile,
-                                 concurrent_reference=concurrent, fused_compare=fused,
-                                 wide_checks=wide,
-                                 build_nice=base.build_nice if niced else 0,
-                                 reference_first=reference_first,
-                                 keep_memory_between_holds=keep_memory,
-                                 judge_warm_up=warm_up,
+                                 triton_precompile=path.precompile,
+                                 cuda_prebuild=path.precompile,
+                                 concurrent_reference=path.concurrent, fused_compare=path.fused,
+                                 wide_checks=path.wide,
+                                 build_nice=base.build_nice if path.niced else 0,
+                                 reference_first=path.reference_first,
+                                 keep_memory_between_holds=path.keep_memory,
+                                 judge_warm_up=path.warm_up,
                                  setup_kernel_ms_limit=(
-                                     base.setup_kernel_ms_limit if setup_profiled
+                                     base.setup_kernel_ms_limit if path.setup_profiled
                                      else None),
-                                 startup_fence=fenced)
+                                 startup_fence=path.fenced)
+    parallel = path.parallel or _PARALLEL.value
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
-    with open(log_path, "w", encoding="utf-8") as log, \
-        SandboxPool(config, max_parallel=_PARALLEL.value, launcher=launcher) as pool:
+    with open(log_path, "w", encoding="utf-8") as log, CpuLoad() as cpu, \
+        SandboxPool(config, max_parallel=parallel, launcher=path.launcher) as pool:
 
       def keep(i: int, job: Job, verdict) -> None:
         log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
@@ -316,8 +324,10 @@ def run() -> dict:
     fused_summary = fused_compare_summary(rows)
     apart = start_ups_apart(rows)
     beside = timings_beside_startups(rows)
+    load = cpu.summary(items=len(rows))
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
-                     "per_minute": round(60 * len(rows) / wall, 1),
+                     "per_minute": round(60 * len(rows) / wall, 1), "max_parallel": parallel,
+                     "cpu_load": load,
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "reference_first": first,
                      "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
@@ -333,9 +343,13 @@ def run() -> dict:
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
-          f"{config.gpu_concurrency} checking on the GPU at once, {wide} holding several slots "
+          f"{parallel} judges at once, {config.gpu_concurrency} checking on the GPU at once, "
+          f"{wide} holding several slots "
           f"and {alone} checked alone for memory, {oom} judged again after running out of GPU "
           "memory)")
+    print(f"CPU ({load['cores']} cores): busy {load['busy_pct']}% (niced {load['nice_pct']}%, "
+          f"I/O wait {load['iowait_pct']}%), saturated (>= 95%) in {load['saturated_pct']}% of "
+          f"the seconds; {load['busy_core_s_per_item']} busy core-seconds per candidate")
     if precompiled["started"]:
       print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
             f"compiled kernels, median wait {precompiled['median_waited_s']} s; "

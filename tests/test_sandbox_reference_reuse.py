@@ -168,7 +168,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   path = lambda name, **fields: BenchPath(name, name.split(":")[0], True, True, None, 0)._replace(
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
-  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 6
+  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 6 + (None,)
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -221,6 +221,10 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       setup_profiled=False)
   assert parse_path("zygote:lite_pch:nofence:t0.25") == path(
       "zygote:lite_pch:nofence:t0.25", lite=3, timing_target_s=0.25, fenced=False)
+  assert parse_path("zygote:lite_pch:gpu4:p48") == path("zygote:lite_pch:gpu4:p48", lite=3,
+                                                        concurrency=4, parallel=48)
+  assert parse_path("zygote:lite_pch:p8:nofence:t0.1") == path(
+      "zygote:lite_pch:p8:nofence:t0.1", lite=3, parallel=8, fenced=False, timing_target_s=0.1)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",
               "zygote:fast:", "zygote:fast:gpu0", "zygote:fast:gpu4:reuse",
               "zygote:fast:reuse:gpu4:gpu4", "zygote:fast:nopre:gpu4", "zygote:fast:nopre:nopre",
@@ -230,6 +234,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:refafter:refafter",
               "zygote:fast:release:release", "zygote:fast:release:gpu4",
               "zygote:fast:nowarm:nowarm", "zygote:fast:nosetup:nosetup",
-              "zygote:fast:nosetup:gpu4", "zygote:fast:nofence:nofence"):
+              "zygote:fast:nosetup:gpu4", "zygote:fast:nofence:nofence", "zygote:fast:p0",
+              "zygote:fast:p4:p8", "zygote:fast:p", "zygote:fast:p4:gpu4", "zygote:fast:p-2"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)
