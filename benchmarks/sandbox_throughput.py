@@ -113,7 +113,7 @@ _TIMING_TARGET = flags.DEFINE_float(
 _DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
 _OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
 
-STAGES = ("queue", "build", "gpu_wait", "correctness", "timing", "total")
+STAGES = ("queue", "build", "gpu_wait", "correctness", "timing", "exit", "total")
 
 
 def _header(source: str, key: str) -> str | None:
@@ -311,6 +311,9 @@ def run() -> dict:
     spread = copy_spread(rows)
     after = after_forward(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
+    # from the build's end to the first hold's request (judge.py: nothing of it holds the GPU)
+    to_hold = _median([ev["build_to_hold_s"] for r in rows
+                       if "build_to_hold_s" in (ev := r.get("evidence") or {})])
     holds = hold_timeline(rows)
     left = left_after_release(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
@@ -335,6 +338,7 @@ def run() -> dict:
                      "fused_compare": fused_summary,
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
+                     "build_to_hold_s": to_hold,
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
@@ -359,7 +363,9 @@ def run() -> dict:
             f"{prebuilt['median_waited_s']} s; errors: {prebuilt['errors']}")
     if fused_summary["judges"]:
       print(f"fused comparison: {fused_summary['judges']} judges compiled it (median "
-            f"{fused_summary['median_compile_s']} s), {fused_summary['fused']} comparisons by it, "
+            f"{fused_summary['median_compile_s']} s, waited for "
+            f"{fused_summary['median_join_s']} s, loaded in {fused_summary['median_load_s']} s), "
+            f"{fused_summary['fused']} comparisons by it, "
             f"{fused_summary['fallbacks']} by torch; errors: {fused_summary['errors']}")
     print(f"{'candidate':58s} {'status':14s} " + " ".join(f"{s:>11s}" for s in STAGES))
     for r in rows:
@@ -371,7 +377,8 @@ def run() -> dict:
     for side, med in startup.items():  # what the build stage is made of
       print(f"median {side} start-up steps (s): " + ", ".join(f"{k} {v}" for k, v in med.items()))
     # ...and what a candidate's GPU time (correctness, timing) is made of
-    print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items()))
+    print("median steps after the build (s): " + ", ".join(f"{k} {v}" for k, v in steps.items())
+          + f"; from the build's end to the first hold's request {to_hold}")
     if holds["holds"]:  # ...and how the judges' holds lay side by side (gpu_steps.hold_timeline)
       print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
     if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
@@ -457,10 +464,13 @@ def side_worker_summary(rows: list[dict], key: str, done_name: str,
 
 def fused_compare_summary(rows: list[dict]) -> dict[str, Any]:
   """How the judges' fused comparison went (evidence["fused_compare"]): how many compiled it,
-  the median compile time, comparisons it made and left to torch, the first distinct errors."""
+  the median compile time, the median wait for it and load of it (into the judge's CUDA
+  context), comparisons it made and left to torch, the first distinct errors."""
   fused = [(r.get("evidence") or {}).get("fused_compare") or {} for r in rows]
   return {"judges": sum(bool(f) for f in fused),
           "median_compile_s": _median([f["compile_s"] for f in fused if "compile_s" in f]),
+          "median_join_s": _median([f["join_s"] for f in fused if "join_s" in f]),
+          "median_load_s": _median([f["load_s"] for f in fused if "load_s" in f]),
           "fused": sum(f.get("fused", 0) for f in fused),
           "fallbacks": sum(f.get("fallbacks", 0) for f in fused),
           "errors": sorted({f["error"][:100] for f in fused if f.get("error")})[:5]}

@@ -446,3 +446,17 @@ def test_what_judges_and_workers_kept_after_a_release():
   assert gpu_steps.left_after_release([left((mib, mib))])["over_ok"] == 0
   assert gpu_steps.left_after_release([{}]) == {
       "releases": 0, "judge_max_mib": None, "worker_max_mib": None, "over_ok": 0}
+
+
+def test_the_throughput_benchmark_sums_up_the_fused_comparison():
+  from benchmarks.sandbox_throughput import fused_compare_summary  # pylint: disable=import-outside-toplevel
+  rows = [{"evidence": {"fused_compare": {"compile_s": 0.2, "join_s": 0.0, "load_s": 3.0,
+                                          "fused": 8, "fallbacks": 1}}},
+          {"evidence": {"fused_compare": {"compile_s": 0.4, "join_s": 1.0, "load_s": 5.0,
+                                          "fused": 2, "fallbacks": 0}}},
+          {"evidence": {"fused_compare": {"compile_s": 0.3, "join_s": 0.5,
+                                          "error": "NVRTC compile: x"}}},
+          {"evidence": {}}]
+  assert fused_compare_summary(rows) == {
+      "judges": 3, "median_compile_s": 0.3, "median_join_s": 0.5, "median_load_s": 4.0,
+      "fused": 10, "fallbacks": 1, "errors": ["NVRTC compile: x"]}

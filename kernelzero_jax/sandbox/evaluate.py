@@ -281,6 +281,11 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
                                          overall_timeout_s(config))
     result = _read_result(result_path) if returncode == 0 and not timed_out else None
     if result is not None and result.get("nonce") == nonce:
+      written, stages = result.get("written_at"), result["verdict"].get("stage_seconds")
+      if isinstance(written, (int, float)) and isinstance(stages, dict):
+        # From the verdict written to the judge's end: its process's exit (a GPU judge's tears
+        # its CUDA context down), during which the pool keeps its place.
+        stages["exit"] = round(max(0.0, time.time() - written), 3)
       return result["verdict"], "", False
     with open(log_path, errors="replace") as f:
       tail = " | ".join(f.read()[-2000:].strip().splitlines()[-6:])

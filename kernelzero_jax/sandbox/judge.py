@@ -591,6 +591,7 @@ class Judge:
 
     # The candidate's model is built on the CPU before the GPU is taken (worker.construct); its
     # move to the device stays under the hold ("init" in _checks).
+    built_at = time.perf_counter()
     v.stage = "init"
     with self._step("candidate_construct"):
       constructed = self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
@@ -610,6 +611,9 @@ class Judge:
     hold = lambda exclusive, width=1: (self._gpu_hold(slots, exclusive, width) if cuda
                                        else contextlib.nullcontext())
     base = cfg.seed * 1_000_003
+    # From the build's end to the first hold's request: construction, joins, the fused
+    # comparison's load (none of it holds the GPU).
+    v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
     # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
     # slot; when one check of this problem needs the memory of all the slots (check_width;
     # otherwise its checks hold as many as they need); and when a candidate that ran out of
@@ -702,17 +706,22 @@ class Judge:
     """Loads the compiled kernel before the GPU is taken; if it did not compile or load, the
     comparisons go the torch way (evidence["fused_compare"]["error"])."""
     from kernelzero_jax.sandbox import fused_compare  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
     self._fused_thread.join()
     self._fused_thread = None  # once
     built = self._fused_built
-    evidence = self.verdict.evidence["fused_compare"] = {"compile_s": built["compile_s"]}
+    # The wait for the compile, and the module's load into this judge's context (driver work).
+    evidence = self.verdict.evidence["fused_compare"] = {
+        "compile_s": built["compile_s"], "join_s": round(time.perf_counter() - t0, 3)}
     if "cubin" not in built:
       evidence["error"] = built["error"]
       return
+    t0 = time.perf_counter()
     try:
       self.close_stats = fused_compare.FusedCloseStats(self.device, built["cubin"])
     except Exception as e:  # pylint: disable=broad-except
       evidence["error"] = f"{type(e).__name__}: {e}"[:500]
+    evidence["load_s"] = round(time.perf_counter() - t0, 3)
 
   def _release_gpu_memory(self) -> None:
     """Frees the GPU memory of the last check's (or timing's) inputs and outputs in this judge
@@ -1231,7 +1240,10 @@ def main(argv: list[str]) -> int:
   nonce = _read_line(0)
   tmp = argv[2] + ".tmp"
   with open(tmp, "w") as f:
-    json.dump({"nonce": nonce, "verdict": verdict.to_dict()}, f, allow_nan=False, default=repr)
+    # When, so that the caller can tell how long the process took to end after it (its exit
+    # tears its CUDA context down: driver work that other processes' start-ups contend for).
+    json.dump({"nonce": nonce, "verdict": verdict.to_dict(), "written_at": time.time()}, f,
+              allow_nan=False, default=repr)
   os.replace(tmp, argv[2])
   return 0
 

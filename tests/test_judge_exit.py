@@ -1,0 +1,101 @@
+"""How long a judge's process took to end after it wrote its verdict (stage_seconds["exit"]).
+
+A GPU judge's exit tears its CUDA context down, driver work that other processes contend for,
+while the pool keeps the judge's place. Here a stand-in judge writes its verdict and then takes
+EXIT_S to end, under both launchers: the caller measures that end, and a verdict without the
+caller's secret is still refused.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from kernelzero_jax.sandbox import SandboxConfig
+from kernelzero_jax.sandbox import evaluate as evaluate_lib
+
+REPO = pathlib.Path(__file__).parent.parent
+EXIT_S = 3.0  # how long the stand-in judge takes to end after it wrote its verdict
+
+# A stand-in for judge.main(["judge", JOB, RESULT]): the verdict (with the nonce from stdin, or a
+# wrong one), then a slow end.
+FAKE_JUDGE = textwrap.dedent(f"""
+    import json, os, sys, time
+    def fake_main(argv):
+      job = json.load(open(argv[1]))
+      nonce = os.read(0, 4096).decode().strip()
+      if job.get("forge"):
+        nonce = "guessed"
+      verdict = {{"status": "correct", "backend": "triton", "stage_seconds": {{"build": 0.1}}}}
+      with open(argv[2] + ".tmp", "w") as f:
+        json.dump({{"nonce": nonce, "verdict": verdict, "written_at": time.time()}}, f)
+      os.replace(argv[2] + ".tmp", argv[2])
+      time.sleep({EXIT_S})
+      return 0
+""")
+
+
+@pytest.fixture(name="plain")
+def plain_launcher(monkeypatch, tmp_path):
+  script = tmp_path / "fake_judge.py"
+  script.write_text(FAKE_JUDGE + "sys.exit(fake_main(sys.argv))\n")
+  monkeypatch.setattr(evaluate_lib, "_judge_command",
+                      lambda job, result: [sys.executable, str(script), job, result])
+  return evaluate_lib.SubprocessLauncher()
+
+
+@pytest.fixture(name="warm")
+def warm_launcher(tmp_path):
+  """A ZygoteLauncher whose server forks the stand-in instead of judge.main."""
+  path = str(tmp_path / "zygote.sock")
+  code = (FAKE_JUDGE + "from kernelzero_jax.sandbox import judge, zygote\n"
+          f"judge.main = fake_main\nzygote.serve({path!r}, 'cpu')\n")
+  server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)), start_new_session=True)
+
+  class Served(evaluate_lib.ZygoteLauncher):
+    def _ensure_server(self):
+      return path, server
+
+  try:
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+      assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+      time.sleep(0.05)
+    yield Served("cpu")
+  finally:
+    os.killpg(server.pid, signal.SIGKILL)
+    server.wait()
+
+
+def _judge(launcher, forge: bool = False) -> tuple[dict | None, str, float]:
+  job = {"kind": "candidate", "backend": "triton", "forge": forge}
+  config = SandboxConfig(device="cpu")
+  t0 = time.monotonic()
+  run_judge = evaluate_lib._run_judge  # pylint: disable=protected-access
+  verdict, why, timed_out = run_judge(job, config, launcher)
+  assert not timed_out
+  return verdict, why, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("which", ["plain", "warm"])
+def test_the_judges_end_is_measured(which, request):
+  launcher = request.getfixturevalue(which)
+  verdict, why, seconds = _judge(launcher)
+  assert verdict is not None, why
+  assert seconds >= EXIT_S
+  assert EXIT_S - 0.5 <= verdict["stage_seconds"]["exit"] <= seconds
+
+
+@pytest.mark.parametrize("which", ["plain", "warm"])
+def test_a_verdict_without_the_secret_is_refused(which, request):
+  launcher = request.getfixturevalue(which)
+  verdict, why, _ = _judge(launcher, forge=True)
+  assert verdict is None and "secret" in why
