@@ -113,7 +113,7 @@ _TIMING_TARGET = flags.DEFINE_float(
 _DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
 _OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
 
-STAGES = ("queue", "build", "gpu_wait", "correctness", "timing", "exit", "total")
+STAGES = ("queue", "launch", "build", "gpu_wait", "correctness", "timing", "exit", "total")
 
 
 def _header(source: str, key: str) -> str | None:

@@ -1,4 +1,5 @@
-"""How long a judge's process took to end after it wrote its verdict (stage_seconds["exit"]).
+"""How long a judge's process took to start (stage_seconds["launch"]) and to end after it wrote
+its verdict (stage_seconds["exit"]).
 
 A GPU judge's exit tears its CUDA context down, driver work that other processes contend for,
 while the pool keeps the judge's place. Here a stand-in judge writes its verdict and then takes
@@ -29,13 +30,15 @@ EXIT_S = 3.0  # how long the stand-in judge takes to end after it wrote its verd
 FAKE_JUDGE = textwrap.dedent(f"""
     import json, os, sys, time
     def fake_main(argv):
+      entered = time.time()
       job = json.load(open(argv[1]))
       nonce = os.read(0, 4096).decode().strip()
       if job.get("forge"):
         nonce = "guessed"
       verdict = {{"status": "correct", "backend": "triton", "stage_seconds": {{"build": 0.1}}}}
       with open(argv[2] + ".tmp", "w") as f:
-        json.dump({{"nonce": nonce, "verdict": verdict, "written_at": time.time()}}, f)
+        json.dump({{"nonce": nonce, "verdict": verdict, "entered_at": entered,
+                    "written_at": time.time()}}, f)
       os.replace(argv[2] + ".tmp", argv[2])
       time.sleep({EXIT_S})
       return 0
@@ -92,6 +95,8 @@ def test_the_judges_end_is_measured(which, request):
   assert verdict is not None, why
   assert seconds >= EXIT_S
   assert EXIT_S - 0.5 <= verdict["stage_seconds"]["exit"] <= seconds
+  # ...and the launch, up to the judge's entry point, comes before it
+  assert 0 <= verdict["stage_seconds"]["launch"] <= seconds - verdict["stage_seconds"]["exit"]
 
 
 @pytest.mark.parametrize("which", ["plain", "warm"])

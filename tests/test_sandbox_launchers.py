@@ -275,11 +275,15 @@ def test_startup_seconds_add_up_to_the_build_stage(both):
     for v in built:
       startup = v.evidence["startup_seconds"]
       assert list(startup["worker"]) == worker_steps, (launcher, startup)
-      assert list(startup["judge"]) == ["imports", "device", "reference"], (launcher, startup)
+      assert list(startup["judge"]) == ["static", "start_worker", "imports", "device",
+                                        "reference"], (launcher, startup)
       steps = list(startup["worker"].values()) + list(startup["judge"].values())
       assert all(s >= 0 for s in steps), (launcher, startup)
       # The worker's steps are consecutive and end when it answers, before the judge reads it.
       assert sum(startup["worker"].values()) <= v.stage_seconds["build"] + 2e-3, (launcher, v)
+      # The judge's process started after the launch and ended after its start-up.
+      assert 0 <= v.stage_seconds["launch"] <= v.stage_seconds["total"], (launcher, v)
+      assert 0 <= v.stage_seconds["exit"] <= v.stage_seconds["total"], (launcher, v)
 
 
 def test_steps_after_the_build_are_named_and_cover_the_checks(both):

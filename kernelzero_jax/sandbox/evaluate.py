@@ -277,15 +277,20 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
     judge_cwd = os.path.join(tmp, "cwd")
     os.mkdir(judge_cwd)
     open(log_path, "w").close()  # pylint: disable=consider-using-with
+    launched_at = time.time()
     returncode, timed_out = launcher.run(job_path, result_path, log_path, judge_cwd, nonce,
                                          overall_timeout_s(config))
     result = _read_result(result_path) if returncode == 0 and not timed_out else None
     if result is not None and result.get("nonce") == nonce:
-      written, stages = result.get("written_at"), result["verdict"].get("stage_seconds")
-      if isinstance(written, (int, float)) and isinstance(stages, dict):
+      stages, now = result["verdict"].get("stage_seconds"), time.time()
+      when = lambda key: (result[key] if isinstance(result.get(key), (int, float))
+                          and isinstance(stages, dict) else None)
+      if when("entered_at") is not None:  # from the launch to the judge's entry point
+        stages["launch"] = round(max(0.0, result["entered_at"] - launched_at), 3)
+      if when("written_at") is not None:
         # From the verdict written to the judge's end: its process's exit (a GPU judge's tears
         # its CUDA context down), during which the pool keeps its place.
-        stages["exit"] = round(max(0.0, time.time() - written), 3)
+        stages["exit"] = round(max(0.0, now - result["written_at"]), 3)
       return result["verdict"], "", False
     with open(log_path, errors="replace") as f:
       tail = " | ".join(f.read()[-2000:].strip().splitlines()[-6:])

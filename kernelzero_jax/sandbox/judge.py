@@ -391,9 +391,13 @@ class Judge:
 
   def run(self) -> V.Verdict:
     v = self.verdict
+    # This judge's start-up steps in order (evidence["startup_seconds"]["judge"]): the static
+    # checks and its worker's start here, the rest in _evaluate.
+    self.startup = V.StepClock()
     try:
       v.stage = "static"
       report = static_checks.check_candidate(self.job["candidate_source"], self.backend)
+      self.startup.lap("static")
       if report.format_errors:
         return self._finish(V.FORMAT_ERROR, report.format_errors)
       if report.rejections:
@@ -406,6 +410,7 @@ class Judge:
       # The worker starts (and builds) before this process touches the device: a forked worker
       # must come from a process without a CUDA context, and the build overlaps the reference.
       self._start_worker()
+      self.startup.lap("start_worker")
       self._evaluate()
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
@@ -513,7 +518,7 @@ class Judge:
         else {"planted": 0, "changed": [], "missing": True})
 
   def _evaluate(self) -> None:
-    startup = V.StepClock()  # this judge's steps while its worker starts and builds
+    startup = self.startup  # this judge's steps while its worker starts and builds
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
     self.torch, self.problem = torch, problem
@@ -1220,6 +1225,7 @@ def main(argv: list[str]) -> int:
     return 2
   with contextlib.suppress(Exception):
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+  entered_at = time.time()  # the caller's stage_seconds["launch"] ends here
   _exit_with_parent(os.getppid())
   with open(argv[1]) as f:
     job = json.load(f)
@@ -1242,8 +1248,8 @@ def main(argv: list[str]) -> int:
   with open(tmp, "w") as f:
     # When, so that the caller can tell how long the process took to end after it (its exit
     # tears its CUDA context down: driver work that other processes' start-ups contend for).
-    json.dump({"nonce": nonce, "verdict": verdict.to_dict(), "written_at": time.time()}, f,
-              allow_nan=False, default=repr)
+    json.dump({"nonce": nonce, "verdict": verdict.to_dict(), "entered_at": entered_at,
+               "written_at": time.time()}, f, allow_nan=False, default=repr)
   os.replace(tmp, argv[2])
   return 0
 
