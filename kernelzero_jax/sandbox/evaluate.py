@@ -282,15 +282,14 @@ def _run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None,
                                          overall_timeout_s(config))
     result = _read_result(result_path) if returncode == 0 and not timed_out else None
     if result is not None and result.get("nonce") == nonce:
-      stages, now = result["verdict"].get("stage_seconds"), time.time()
-      when = lambda key: (result[key] if isinstance(result.get(key), (int, float))
-                          and isinstance(stages, dict) else None)
-      if when("entered_at") is not None:  # from the launch to the judge's entry point
-        stages["launch"] = round(max(0.0, result["entered_at"] - launched_at), 3)
-      if when("written_at") is not None:
-        # From the verdict written to the judge's end: its process's exit (a GPU judge's tears
-        # its CUDA context down), during which the pool keeps its place.
-        stages["exit"] = round(max(0.0, now - result["written_at"]), 3)
+      stages = result["verdict"].get("stage_seconds")
+      # From the launch to the judge's entry point, and from its written verdict to its end: its
+      # process's exit (a GPU judge's tears its CUDA context down), while the pool keeps its place.
+      spans = (("launch", launched_at, result.get("entered_at")),
+               ("exit", result.get("written_at"), time.time()))
+      for stage, start, end in spans:
+        if isinstance(stages, dict) and all(isinstance(t, (int, float)) for t in (start, end)):
+          stages[stage] = round(max(0.0, end - start), 3)
       return result["verdict"], "", False
     with open(log_path, errors="replace") as f:
       tail = " | ".join(f.read()[-2000:].strip().splitlines()[-6:])

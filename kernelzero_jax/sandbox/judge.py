@@ -386,14 +386,14 @@ class Judge:
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
     self.steps: dict[str, float] = {}
     self._fence_held = False  # gpu_fence.startup_fence, taken by _fence
+    # This judge's start-up steps in order (evidence["startup_seconds"]["judge"]): the static
+    # checks and its worker's start (run), then its own device and reference (_evaluate).
+    self.startup = V.StepClock()
 
   # -- entry ---------------------------------------------------------------------------------
 
   def run(self) -> V.Verdict:
     v = self.verdict
-    # This judge's start-up steps in order (evidence["startup_seconds"]["judge"]): the static
-    # checks and its worker's start here, the rest in _evaluate.
-    self.startup = V.StepClock()
     try:
       v.stage = "static"
       report = static_checks.check_candidate(self.job["candidate_source"], self.backend)
