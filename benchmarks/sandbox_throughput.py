@@ -70,6 +70,7 @@ from absl import app
 from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
+from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import hold_timeline, left_after_release, timings_beside_startups
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
@@ -290,6 +291,7 @@ def run() -> dict:
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
     with open(log_path, "w", encoding="utf-8") as log, CpuLoad() as cpu, \
+        GpuClocks(enabled=device == "cuda") as clocks, \
         SandboxPool(config, max_parallel=parallel, launcher=path.launcher) as pool:
 
       def keep(i: int, job: Job, verdict) -> None:
@@ -328,9 +330,10 @@ def run() -> dict:
     apart = start_ups_apart(rows)
     beside = timings_beside_startups(rows)
     load = cpu.summary(items=len(rows))
+    clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1), "max_parallel": parallel,
-                     "cpu_load": load,
+                     "cpu_load": load, "gpu_clocks": clock,
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "reference_first": first,
                      "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
@@ -354,6 +357,12 @@ def run() -> dict:
     print(f"CPU ({load['cores']} cores): busy {load['busy_pct']}% (niced {load['nice_pct']}%, "
           f"I/O wait {load['iowait_pct']}%), saturated (>= 95%) in {load['saturated_pct']}% of "
           f"the seconds; {load['busy_core_s_per_item']} busy core-seconds per candidate")
+    if clock["samples"]:
+      print(f"GPU clocks ({clock['samples']} samples): {clock['run']}; timed copies over "
+            f"their copies' median by more than 10%, with the clocks of their timing hold and "
+            f"their twins': {json.dumps(clock['outliers'])}")
+    elif clock["error"]:
+      print(f"GPU clocks: not sampled ({clock['error']})")
     if precompiled["started"]:
       print(f"Triton precompiler: {precompiled['with_kernels']} of {precompiled['started']} "
             f"compiled kernels, median wait {precompiled['median_waited_s']} s; "
