@@ -15,14 +15,14 @@ throttle reasons seen during its timing hold. Without nvidia-smi it samples noth
 
 from __future__ import annotations
 
-import collections
-import re
 import shutil
 import statistics
 import subprocess
 import threading
 import time
 from typing import Any, NamedTuple
+
+from benchmarks.gpu_steps import timed_copies
 
 QUERY = "clocks.sm,clocks_event_reasons.active,power.draw"
 OUTLIER_PCT = 10.0  # a timed copy this far above its copies' median is reported
@@ -106,15 +106,10 @@ def timing_clocks(rows: list[dict], samples: list[Sample]) -> dict[str, Any]:
   """The run's SM clock (lowest, median, reasons seen), and every timed copy more than
   OUTLIER_PCT above its copies' median with the clocks during its timing hold (its last hold
   alone) and its twins'. Copies are named NAME/0, NAME/1, ... (sandbox_throughput)."""
-  copies = collections.defaultdict(list)
-  for r in rows:
-    alone = [h for h in ((r.get("evidence") or {}).get("gpu_holds") or [])
-             if len(h) == 3 and h[2] == "alone" and h[1] is not None]
-    if r.get("status") == "correct" and r.get("candidate_ms") and alone:
-      hold = alone[-1]
-      copies[re.sub(r"/\d+$", "", r.get("name") or "")].append(
-          {"name": r.get("name"), "candidate_ms": round(r["candidate_ms"], 3),
-           "clocks": during(samples, hold[0], hold[1])})
+  copies = {name: [{"name": r.get("name"), "candidate_ms": round(r["candidate_ms"], 3),
+                    "clocks": during(samples, alone[-1][0], alone[-1][1])}
+                   for _, r, alone in timed]
+            for name, timed in timed_copies(rows).items()}
   outliers = []
   for name, timed in copies.items():
     if len(timed) < 2:

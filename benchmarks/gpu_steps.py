@@ -193,6 +193,18 @@ def _startup_window(verdict: dict[str, Any]) -> tuple[float, float] | None:
   return start, start + device
 
 
+def timed_copies(rows: list[dict]) -> dict[str, list[tuple[int, dict, list[tuple]]]]:
+  """The correct, timed verdicts that held the GPU alone, by candidate: its copies
+  (sandbox_throughput names them NAME/0, NAME/1, ...) -> [(index in `rows`, verdict, its alone
+  holds in order)]."""
+  timed = collections.defaultdict(list)
+  for i, r in enumerate(rows):
+    alone = [h for h in _holds(r) if h[2] == "alone"]
+    if r.get("status") == "correct" and r.get("candidate_ms") and alone:
+      timed[re.sub(r"/\d+$", "", r.get("name") or "")].append((i, r, alone))
+  return timed
+
+
 def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
   """Whether a candidate's timing ran slower while another judge or worker created its CUDA
   context (benchmarks/hold_interference.py: context start-ups stretch a timed interval). For
@@ -201,21 +213,13 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
   (_startup_window) overlapped that hold: for each side, how many, and their median, mean, 90th
   percentile and largest deviation."""
   windows = [(i, _startup_window(r)) for i, r in enumerate(rows)]
-  # a candidate's copies (sandbox_throughput names them NAME/0, NAME/1, ...) -> [(candidate_ms,
-  # beside a start-up)]
-  timed = collections.defaultdict(list)
-  for i, r in enumerate(rows):
-    alone = [h for h in _holds(r) if h[2] == "alone"]
-    if r.get("status") != "correct" or not r.get("candidate_ms") or not alone:
-      continue
-    t0, t1 = alone[0][0], alone[0][1]
-    beside = any(j != i and w is not None and w[0] < t1 and w[1] > t0 for j, w in windows)
-    timed[re.sub(r"/\d+$", "", r.get("name") or "")].append((r["candidate_ms"], beside))
   deviations: dict[bool, list[float]] = {True: [], False: []}
-  for copies in timed.values():
-    median = statistics.median(ms for ms, _ in copies)
-    for ms, beside in copies:
-      deviations[beside].append(100.0 * (ms - median) / median)
+  for copies in timed_copies(rows).values():
+    median = statistics.median(r["candidate_ms"] for _, r, _ in copies)
+    for i, r, alone in copies:
+      t0, t1 = alone[0][0], alone[0][1]
+      beside = any(j != i and w is not None and w[0] < t1 and w[1] > t0 for j, w in windows)
+      deviations[beside].append(100.0 * (r["candidate_ms"] - median) / median)
 
   def side(values: list[float]) -> dict[str, Any]:
     values = sorted(values)

@@ -13,13 +13,17 @@ from kernelzero_jax.sandbox import gpu_fence
 WAIT_S = 0.3  # long enough for a thread that could take the fence to have taken it
 
 
-def _enter(lock_dir, timing: bool, order: list, name: str):
-  """A thread that takes the fence, notes `name` in `order`, and holds it until released."""
+def _enter(lock_dir, timing: bool, order: list, name: str, holding_gpu: bool = False,
+           waits: list | None = None):
+  """A thread that takes the fence, notes `name` in `order` (and the seconds it waited in
+  `waits`), and holds it until released."""
   taken, release = threading.Event(), threading.Event()
 
   def hold():
-    with gpu_fence.startup_fence(0, timing, str(lock_dir)):
+    with gpu_fence.startup_fence(0, timing, str(lock_dir), holding_gpu=holding_gpu) as waited:
       order.append(name)
+      if waits is not None:
+        waits.append(waited)
       taken.set()
       release.wait(10)
   thread = threading.Thread(target=hold, daemon=True)
@@ -132,26 +136,18 @@ def test_a_timing_that_holds_the_gpu_does_not_wait_for_one_waiting_for_the_gpu(t
 
 
 def test_a_timing_that_holds_the_gpu_waits_for_start_ups_and_keeps_new_ones_out(tmp_path):
-  order = []
+  order, waits = [], []
   under_way = _enter(tmp_path, False, order, "start-up under way")
   assert under_way[0].wait(5)
-  timed, late = threading.Event(), []
-
-  def timing():
-    with gpu_fence.startup_fence(0, True, str(tmp_path), holding_gpu=True) as waited:
-      order.append("timing")
-      late.append(waited)
-      timed.set()
-      late.append(_enter(tmp_path, False, order, "late start-up"))
-      assert not late[1][0].wait(WAIT_S)  # alone: no start-up while it times
-  thread = threading.Thread(target=timing, daemon=True)
-  thread.start()
-  assert not timed.wait(WAIT_S)
+  timing = _enter(tmp_path, True, order, "timing", holding_gpu=True, waits=waits)
+  assert not timing[0].wait(WAIT_S)
   under_way[1].set()
-  assert timed.wait(5)
-  thread.join(5)
-  assert late[0] >= WAIT_S and late[1][0].wait(5)
-  late[1][1].set()
+  assert timing[0].wait(5)
+  late = _enter(tmp_path, False, order, "late start-up")
+  assert not late[0].wait(WAIT_S)  # alone: no start-up while it times
+  timing[1].set()
+  assert waits[0] >= WAIT_S and late[0].wait(5)
+  late[1].set()
   assert order == ["start-up under way", "timing", "late start-up"]
 
 
