@@ -31,7 +31,8 @@ reference check needs under the GPU hold instead of when they start
 (SandboxConfig.judge_warm_up); with `nosetup`, candidates' imports and constructors run without
 the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `nofence`,
 judges and workers starting up beside timings instead of apart (SandboxConfig.startup_fence);
-with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
+with `onejob`, a judge process (and its CUDA context) for every candidate instead of one serving
+several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run);
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
@@ -78,9 +79,9 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
-              "nowarm", "nosetup", "nofence")
+              "nowarm", "nosetup", "nofence", "onejob")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:tS][:pN]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 
@@ -199,6 +200,8 @@ class BenchPath(NamedTuple):
   setup_profiled: bool = True
   # judges' and workers' start-ups kept apart from timings (SandboxConfig.startup_fence)
   fenced: bool = True
+  # a judge process serves several jobs in turn (SandboxConfig.jobs_per_judge_process)
+  judges_serve_several: bool = True
   parallel: int | None = None  # judges at once (None: --max_parallel's)
 
 
@@ -209,7 +212,7 @@ def parse_path(path: str) -> BenchPath:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
-  not kept apart from timings; `tS`: a timing target of S seconds; `pN`: N judges at once)."""
+  not kept apart from timings; `onejob`: a judge process per candidate; `tS`: a timing target of S seconds; `pN`: N judges at once)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel = set(), None, None
@@ -238,11 +241,31 @@ def parse_path(path: str) -> BenchPath:
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
-                   "nosetup" not in flags_given, "nofence" not in flags_given, parallel)
+                   "nosetup" not in flags_given, "nofence" not in flags_given,
+                   "onejob" not in flags_given, parallel)
 
 
 def _median(values: list[float]) -> float | None:
   return round(statistics.median(values), 3) if values else None
+
+
+def judge_processes(rows: list[dict]) -> dict[str, Any]:
+  """How many judge processes judged the verdicts of `rows` (evidence["judge_process"]), how
+  many jobs one served after its first (judge_host.py), and the median of the judge's start-up
+  step "device" (its CUDA context, fence included) in first and in later jobs."""
+  first, later, pids, jobs = [], [], set(), 0
+  for r in rows:
+    ev = r.get("evidence") or {}
+    process = ev.get("judge_process")
+    if not isinstance(process, dict):
+      continue
+    jobs += 1
+    pids.add(process.get("pid"))
+    device = ((ev.get("startup_seconds") or {}).get("judge") or {}).get("device")
+    (first if process.get("job") == 1 else later).append(device)
+  seconds = lambda found: _median([d for d in found if isinstance(d, (int, float))])
+  return {"jobs": jobs, "processes": len(pids), "later_jobs": len(later),
+          "first_device_s": seconds(first), "later_device_s": seconds(later)}
 
 
 def run() -> dict:
@@ -285,7 +308,10 @@ def run() -> dict:
                                  setup_kernel_ms_limit=(
                                      base.setup_kernel_ms_limit if path.setup_profiled
                                      else None),
-                                 startup_fence=path.fenced)
+                                 startup_fence=path.fenced,
+                                 jobs_per_judge_process=(
+                                     base.jobs_per_judge_process if path.judges_serve_several
+                                     else 1))
     parallel = path.parallel or _PARALLEL.value
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
@@ -330,6 +356,7 @@ def run() -> dict:
     apart = start_ups_apart(rows)
     beside = timings_beside_startups(rows)
     load = cpu.summary(items=len(rows))
+    served = judge_processes(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "per_minute": round(60 * len(rows) / wall, 1), "max_parallel": parallel,
@@ -346,7 +373,7 @@ def run() -> dict:
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
-                     "rows": rows}
+                     "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
@@ -357,6 +384,10 @@ def run() -> dict:
     print(f"CPU ({load['cores']} cores): busy {load['busy_pct']}% (niced {load['nice_pct']}%, "
           f"I/O wait {load['iowait_pct']}%), saturated (>= 95%) in {load['saturated_pct']}% of "
           f"the seconds; {load['busy_core_s_per_item']} busy core-seconds per candidate")
+    print(f"judge processes: {served['processes']} for {served['jobs']} jobs, "
+          f"{served['later_jobs']} jobs served by a process after its first; judge start-up "
+          f"'device' (its CUDA context) median {served['first_device_s']} s in first jobs, "
+          f"{served['later_device_s']} s in later ones")
     if clock["samples"]:
       print(f"GPU clocks ({clock['samples']} samples): {clock['run']}; timed copies over "
             f"their copies' median by more than 10%, with the clocks of their timing hold and "

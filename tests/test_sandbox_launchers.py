@@ -8,6 +8,7 @@ malformed requests, and a worker it forks cannot read the caller's secret.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -44,13 +45,18 @@ def _all_jobs() -> dict[str, Job]:
   return jobs
 
 
+# The warm server's judge processes serving several jobs each (judge_host.py), as on a GPU.
+HOSTS = "zygote, 4 jobs per judge process"
+
+
 @pytest.fixture(scope="module")
 def both():
   """{launcher: {key: verdict}} for every candidate, with the fault suite's short timeouts."""
   jobs = _all_jobs()
   out = {}
-  for launcher in ("zygote", "subprocess"):
-    with SandboxPool(faults.CONFIG, max_parallel=2, launcher=launcher) as pool:
+  for launcher, config in (("zygote", faults.CONFIG), ("subprocess", faults.CONFIG),
+                           (HOSTS, dataclasses.replace(faults.CONFIG, jobs_per_judge_process=4))):
+    with SandboxPool(config, max_parallel=2, launcher=launcher.partition(",")[0]) as pool:
       out[launcher] = dict(zip(jobs, pool.evaluate(list(jobs.values()))))
   return out
 
@@ -60,14 +66,30 @@ def _summary(v) -> tuple:
           v.num_correct_trials, sorted((v.evidence or {}).get("triton_launches", {}).items()))
 
 
-def test_launchers_give_the_same_verdict_for_every_candidate(both):
-  plain, warm = both["subprocess"], both["zygote"]
+@pytest.mark.parametrize("launcher", ["zygote", HOSTS])
+def test_launchers_give_the_same_verdict_for_every_candidate(both, launcher):
+  plain, warm = both["subprocess"], both[launcher]
   differ = {k: (_summary(plain[k]), _summary(warm[k]), plain[k].reasons[:1], warm[k].reasons[:1])
             for k in plain if _summary(plain[k]) != _summary(warm[k])}
   # A replay cheat keyed on data pointers may or may not meet a reused address (allocator).
   differ.pop("cheats/cache_by_data_ptr", None)
   assert not differ, differ
   assert sum(v.correct for v in warm.values()) >= len(anticheat.HONEST)  # not all failures
+
+
+def test_judge_processes_serve_several_jobs_only_where_configured(both):
+  """Without jobs_per_judge_process (on the CPU: 1) every job has a judge process of its own;
+  with 4, processes served up to 4 jobs each, in order, and judged the cheats and faults above
+  to the same verdicts as one-job judges."""
+  for launcher in ("zygote", "subprocess"):
+    processes = [v.evidence["judge_process"] for v in both[launcher].values()
+                 if "judge_process" in v.evidence]
+    assert processes and all(p["job"] == 1 for p in processes), launcher
+  served = [v.evidence["judge_process"]["job"] for v in both[HOSTS].values()
+            if "judge_process" in v.evidence]
+  # each process's jobs are numbered from 1 (so first jobs count the processes), up to 4
+  assert set(served) == {1, 2, 3, 4}, served
+  assert served.count(1) < len(served) / 2, served
 
 
 def test_static_reasons_are_identical(both):

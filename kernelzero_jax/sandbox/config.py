@@ -122,6 +122,11 @@ class SandboxConfig:
   # fence (gpu_fence.py) taken shared, which timings take alone: no timing carries their driver
   # work (on an H200 it stretched a 0.29 ms forward's measured time 18x).
   startup_fence: bool = True
+  # Jobs one judge process serves in turn before it ends, with the warm server (zygote.py,
+  # judge_host.py): a GPU judge then creates its CUDA context once for them all instead of once
+  # per candidate. Every candidate still gets a worker process of its own. None: 32 on a GPU,
+  # 1 on the CPU (where a judge has no context to keep and a fork costs milliseconds).
+  jobs_per_judge_process: int | None = None
   # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
   # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
   # time-slice, so those timings would lengthen, a shared reference time with them), and are
@@ -142,6 +147,8 @@ class SandboxConfig:
       raise ValueError(f"build_nice must be in [0, 19] (a niceness added), got {self.build_nice}")
     if self.setup_kernel_ms_limit is not None and self.setup_kernel_ms_limit < 0:
       raise ValueError("setup_kernel_ms_limit must be >= 0 (or None: not profiled)")
+    if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:
+      raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):
@@ -154,6 +161,12 @@ class SandboxConfig:
       return float(self.atol), float(self.rtol)
     preset = TOLERANCE_PRESETS[self.tolerance]
     return preset.get(dtype_name, preset["*"])
+
+  def jobs_per_judge(self) -> int:
+    """jobs_per_judge_process, with None as its device's default."""
+    if self.jobs_per_judge_process is not None:
+      return self.jobs_per_judge_process
+    return 32 if self.device == "cuda" else 1
 
   def tolerance_name(self) -> str:
     return "custom" if (self.atol is not None and self.rtol is not None) else self.tolerance

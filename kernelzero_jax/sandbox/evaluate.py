@@ -110,9 +110,11 @@ class ZygoteUnavailable(RuntimeError):
 
 
 class ZygoteLauncher:
-  """Forks each judge from one warm server process (zygote.py) that has torch imported, and the
+  """Forks judges from one warm server process (zygote.py) that has torch imported, and the
   judge forks its worker: the same judge code and the same isolation (a process per candidate,
   none shared with the reference), without an interpreter start and `import torch` per process.
+  On a GPU a judge process serves several jobs in turn (judge_host.py), its CUDA context made
+  once.
 
   The server starts on first use, is shared by all threads, and is started again if it died; a
   judge lost with it is run again by the plain launcher, so no candidate is lost to the server.
@@ -225,14 +227,19 @@ class ZygoteLauncher:
       reader = conn.makefile("rb")
       started = self._reply(reader, "pid", server)
       pid = int(started["pid"])
+      kept = False
       try:
         conn.settimeout(timeout_s)
         ended = self._reply(reader, "exit", server)
+        # A judge process that serves further jobs (judge_host.py) has killed what its job
+        # left behind itself, and stays.
+        kept = ended.get("kept") is True
         return int(ended["exit"]), False
       except TimeoutError:
         return None, True
       finally:
-        kill_group(pid)  # whatever the judge left behind (all of it, after a timeout)
+        if not kept:
+          kill_group(pid)  # whatever the judge left behind (all of it, after a timeout)
     finally:
       conn.close()
 

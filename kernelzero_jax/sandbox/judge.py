@@ -45,9 +45,21 @@ TRITON_GO_DEADLINE_S = 1.0
 # the CPU before it takes the GPU. (Its releases of GPU memory are under the hold they end.)
 STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
 _PR_SET_CHILD_SUBREAPER = 36
-# True in judges forked by the warm server (zygote.py): they fork their worker too, from a process
-# that has torch imported but no CUDA context yet, instead of spawning a fresh interpreter.
-FORK_WORKERS = False
+# How this process starts its workers (multiprocessing's start method). "spawn": a fresh
+# interpreter (a plain judge). "fork": judges forked by the warm server (zygote.py) fork their
+# worker too, from a process that has torch imported but no CUDA context or secret yet.
+# "forkserver": a judge that serves several jobs (judge_host.py) has both after its first, so
+# its workers come from a server it started before either, which never saw a job.
+WORKER_START = "spawn"
+# Descriptors of the process serving this judge (judge_host.py) that a forked worker closes
+# before anything else, beside the judge's end of its pipe.
+HOST_FDS: tuple[int, ...] = ()
+# Processes this judge's process keeps across jobs (judge_host.py: its worker server and
+# multiprocessing's resource tracker), spared when it kills the processes it adopted.
+KEPT_PIDS: frozenset[int] = frozenset()
+# Called once a judge has started its workers (judge_host.py starts its worker server there,
+# after the first job's workers were forked without it).
+WORKERS_STARTED: Callable[[], None] | None = None
 
 
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
@@ -74,16 +86,31 @@ class WorkerHandle:
     precompiler, whose candidate worker lives on)."""
     self.kill_descendants = kill_descendants
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-    ctx = multiprocessing.get_context("fork" if FORK_WORKERS else "spawn")
-    self.conn, child = ctx.Pipe(duplex=True)
     self.stderr_path = worker.output_file(spec, "stderr.txt")
     self.memory_limit = memory_limit_gb * 2**30
-    # A forked worker inherits the judge's end of the pipe; it closes it first thing.
-    inherited = [self.conn.fileno()] if FORK_WORKERS else []
-    self.proc = ctx.Process(target=target or worker.worker_main, args=(child, spec, inherited),
-                            daemon=False)
-    self.proc.start()
-    child.close()
+    try:
+      self._start(WORKER_START, target or worker.worker_main, spec)
+    except (OSError, EOFError) as e:
+      if WORKER_START != "forkserver":
+        raise
+      # The worker server is gone or broken (judge_host.py): a fresh interpreter does the same.
+      print(f"[judge] the worker server failed ({type(e).__name__}: {e}); spawning the worker")
+      self._start("spawn", target or worker.worker_main, spec)
+
+  def _start(self, method: str, target, spec: dict[str, Any]) -> None:
+    ctx = multiprocessing.get_context(method)
+    self.conn, child = ctx.Pipe(duplex=True)
+    # A forked worker inherits the judge's end of the pipe (and its host's descriptors); it
+    # closes them first thing.
+    inherited = [self.conn.fileno(), *HOST_FDS] if method == "fork" else []
+    self.proc = ctx.Process(target=target, args=(child, spec, inherited), daemon=False)
+    try:
+      self.proc.start()
+    except BaseException:
+      self.conn.close()
+      raise
+    finally:
+      child.close()
 
   def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
     channel.send(self.conn, msg, by_value=True)
@@ -181,8 +208,9 @@ def _kill_descendants() -> None:
   try:
     import psutil  # pylint: disable=import-outside-toplevel
     for p in psutil.Process().children(recursive=True):
-      with contextlib.suppress(psutil.Error):
-        p.kill()
+      if p.pid not in KEPT_PIDS:
+        with contextlib.suppress(psutil.Error):
+          p.kill()
   except Exception:  # pylint: disable=broad-except
     pass
 
@@ -488,6 +516,8 @@ class Judge:
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
       # compiled into the cache they share.
       self.precompiler = builder(worker.PRECOMPILE)
+    if WORKERS_STARTED is not None:
+      WORKERS_STARTED()
 
   def _start_second_reference(self) -> None:
     """The reference checks build the reference a second time (to see that it reproduces
@@ -1188,6 +1218,9 @@ def share_facts(path: str, facts: dict[str, Any]) -> None:
     pass
 
 
+EXIT_WITH_PARENT = "exit-with-parent"  # the name of its thread
+
+
 def _exit_with_parent(parent_pid: int) -> None:
   """Ends this judge and its worker when the caller dies (killed trainer, Ctrl-C'd CLI).
 
@@ -1200,8 +1233,8 @@ def _exit_with_parent(parent_pid: int) -> None:
         _kill_descendants()
         os._exit(3)  # pylint: disable=protected-access
 
-  import threading  # pylint: disable=import-outside-toplevel
-  threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+  if not any(t.name == EXIT_WITH_PARENT for t in threading.enumerate()):  # once per process
+    threading.Thread(target=watch, name=EXIT_WITH_PARENT, daemon=True).start()
 
 
 def _read_line(fd: int, limit: int = 4096) -> str:
@@ -1219,15 +1252,15 @@ def run_job(job: dict[str, Any]) -> V.Verdict:
   return Judge(job).run()
 
 
-def main(argv: list[str]) -> int:
-  if len(argv) != 3:
-    print("usage: python -m kernelzero_jax.sandbox.judge JOB.json RESULT.json", file=sys.stderr)
-    return 2
-  with contextlib.suppress(Exception):
-    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+def judge_job_file(job_path: str, result_path: str, job_number: int = 1) -> bool:
+  """Judges the job in `job_path` and writes its verdict, with the caller's secret from stdin,
+  to `result_path`. `job_number`: which job of this process it is (judge_host.py serves several;
+  evidence["judge_process"]). Returns False where the judge itself failed (an exception of its
+  own, not a verdict): a process serving several jobs ends then."""
   entered_at = time.time()  # the caller's stage_seconds["launch"] ends here
   _exit_with_parent(os.getppid())
-  with open(argv[1]) as f:
+  judged = True
+  with open(job_path) as f:
     job = json.load(f)
   try:
     if job.get("kind") == "module":  # a proposed module's validation (module_check.py)
@@ -1236,21 +1269,39 @@ def main(argv: list[str]) -> int:
     else:
       verdict = run_job(job)
   except Exception as e:  # pylint: disable=broad-except
+    judged = False
     verdict = V.Verdict(status=V.RUNTIME_ERROR, backend=job.get("backend", ""),
                         reasons=[f"judge failed: {type(e).__name__}: {e}"], reference_error=True)
   _kill_descendants()
+  if hasattr(verdict, "evidence"):  # (a module's verdict has none)
+    verdict.evidence["judge_process"] = {"pid": os.getpid(), "job": job_number}
   # The caller's secret arrives on stdin (not argv or the environment, which other processes
   # can read); the verdict is only accepted with it, so a candidate that writes a result file
   # and kills this judge forges nothing. It is read only now, when no worker is left: a forked
   # worker copies this process's memory, so the secret must not be in it yet.
   nonce = _read_line(0)
-  tmp = argv[2] + ".tmp"
+  tmp = result_path + ".tmp"
   with open(tmp, "w") as f:
     # When, so that the caller can tell how long the process took to end after it (its exit
     # tears its CUDA context down: driver work that other processes' start-ups contend for).
     json.dump({"nonce": nonce, "verdict": verdict.to_dict(), "entered_at": entered_at,
                "written_at": time.time()}, f, allow_nan=False, default=repr)
-  os.replace(tmp, argv[2])
+  os.replace(tmp, result_path)
+  return judged
+
+
+def become_subreaper() -> None:
+  """Processes this one's descendants orphan come to it (and are killed: _kill_descendants)."""
+  with contextlib.suppress(Exception):
+    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def main(argv: list[str]) -> int:
+  if len(argv) != 3:
+    print("usage: python -m kernelzero_jax.sandbox.judge JOB.json RESULT.json", file=sys.stderr)
+    return 2
+  become_subreaper()
+  judge_job_file(argv[1], argv[2])
   return 0
 
 

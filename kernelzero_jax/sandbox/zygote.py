@@ -4,27 +4,38 @@
 
 A fresh judge pays for a Python start and `import torch`, and so does its worker: about 4 s of
 CPU per candidate, more than judging a small Triton kernel takes. This server imports torch once,
-never touches a GPU, and forks one judge per request; each judge forks its worker
-before it creates a CUDA context (judge.FORK_WORKERS). Every candidate still gets a process of its
-own that shares nothing with the reference or the comparison, exactly as with the plain launcher
+never touches a GPU, and forks judge processes; a judge forks its first worker before it creates
+a CUDA context (judge.WORKER_START). Every candidate still gets a process of its own that shares
+nothing with the reference or the comparison, exactly as with the plain launcher
 (evaluate.SubprocessLauncher), and the judge's code is the same.
 
-Protocol, one Unix-socket connection per judge: the caller sends one JSON line
+A judge process serves up to SandboxConfig.jobs_per_judge() jobs of one device and GPU in turn
+(judge_host.py: on a GPU it keeps its CUDA context; its later workers come from a worker server
+of its own). After a verdict it tells this server it is done; the server answers the caller and
+gives the process the next request for its device and GPU, or, after JUDGE_IDLE_S without one,
+closes its line, which ends it.
+
+Protocol, one Unix-socket connection per job: the caller sends one JSON line
 {"job_path", "result_path", "log_path", "cwd"} with one file descriptor attached (SCM_RIGHTS):
 the read end of a pipe holding the caller's secret, which becomes the judge's stdin. This server
 never reads it, so no judge or worker can find another's secret in memory it copied from here.
-The server answers {"pid": PID} once the judge runs and {"exit": CODE} when it ends.
+The server answers {"pid": PID} once a judge process has the job, and {"exit": CODE} when the
+process ended, or {"exit": 0, "kept": true} when it wrote the verdict and stays for another job
+(the caller then leaves it alone: it has killed what the job left behind).
 
 The server ends when its caller does (and kills the judges it started); judges end with it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import select
 import socket
 import sys
+import time
 import traceback
 
 from kernelzero_jax.sandbox.evaluate import kill_group
@@ -35,6 +46,9 @@ from kernelzero_jax.sandbox.evaluate import kill_group
 PARENT_CHECK_S = 1.0
 POLL_S = 0.2  # the looks where a judge has no pidfd (a kernel before Linux 5.3)
 MAX_REQUEST_BYTES = 65536
+# How long a judge process that serves several jobs (judge_host.py) waits, idle, for the next
+# one before it is told to end: it holds a CUDA context (GPU memory) meanwhile.
+JUDGE_IDLE_S = 30.0
 
 
 def preload(device: str) -> None:
@@ -71,12 +85,17 @@ def preload(device: str) -> None:
     raise RuntimeError("importing the sandbox initialised CUDA; judges cannot be forked")
 
 
-def _job_device(job_path: str) -> str | None:
+def job_facts(job_path: str) -> tuple[str | None, int, int]:
+  """(device, GPU index, jobs one judge process may serve) of the job in `job_path`; a job it
+  cannot read gets a judge of its own, which reports the problem."""
   try:
     with open(job_path) as f:
-      return json.load(f)["config"]["device"]
+      job = json.load(f)
+    from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+    config = SandboxConfig.from_dict(job["config"])
+    return config.device, int(job.get("gpu_index") or 0), config.jobs_per_judge()
   except (OSError, ValueError, KeyError, TypeError):
-    return None
+    return None, 0, 1
 
 
 def _send(conn: socket.socket, obj: dict) -> None:
@@ -86,9 +105,12 @@ def _send(conn: socket.socket, obj: dict) -> None:
     pass  # the caller is gone (it kills the judge itself)
 
 
-def _read_request(conn: socket.socket) -> tuple[dict, int]:
-  """(request, secret pipe fd); raises ValueError on a malformed request."""
+def read_request(conn: socket.socket) -> tuple[dict, int]:
+  """(request, secret pipe fd); raises ValueError on a malformed request, EOFError at the
+  connection's end."""
   data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST_BYTES, 1)
+  if not data and not fds:
+    raise EOFError("the connection ended")
   while data and not data.endswith(b"\n") and len(data) < MAX_REQUEST_BYTES:
     more = conn.recv(MAX_REQUEST_BYTES)
     if not more:
@@ -116,27 +138,31 @@ def _pidfd(pid: int) -> int | None:
     return None
 
 
-def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], pidfds: list[int],
-               device: str) -> None:
-  """In the forked child: become a judge for `request`. Never returns."""
+@dataclasses.dataclass
+class _Judge:
+  """A judge process this server forked: busy with `client`'s job, or idle since `idle_since`
+  and waiting on `control` for another (judge_host.py)."""
+  pid: int
+  control: socket.socket
+  key: tuple[str | None, int]  # (device, GPU index) of the jobs it serves
+  client: socket.socket | None
+  pidfd: int | None = None
+  idle_since: float = 0.0
+  retired: bool = False  # told to end (its control closed): serves no more
+
+
+def _run_host(request: dict, secret_fd: int, control: socket.socket, max_jobs: int,
+              inherited: list[int], device: str) -> None:
+  """In the forked child: become a judge process for `request` (and, with max_jobs > 1, later
+  ones: judge_host.py). Never returns."""
   code = 1
   try:
-    for s in sockets:
-      s.close()
-    for fd in pidfds:  # other judges' (a candidate could signal them through one)
-      os.close(fd)
+    for fd in inherited:  # other callers' connections, other judges' controls and pidfds
+      with contextlib.suppress(OSError):
+        os.close(fd)
     os.setsid()
-    os.dup2(secret_fd, 0)
-    os.close(secret_fd)
-    log = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.chdir(request["cwd"])
-    from kernelzero_jax.sandbox import judge  # pylint: disable=import-outside-toplevel
-    # A job for another device gets a spawned worker (this process's triton mode is not its).
-    judge.FORK_WORKERS = _job_device(request["job_path"]) == device
-    code = judge.main(["judge", request["job_path"], request["result_path"]])
+    from kernelzero_jax.sandbox import judge_host  # pylint: disable=import-outside-toplevel
+    code = judge_host.serve(request, secret_fd, control, device, max_jobs)
   except BaseException:  # pylint: disable=broad-except
     traceback.print_exc()
   finally:
@@ -147,6 +173,141 @@ def _run_judge(request: dict, secret_fd: int, sockets: list[socket.socket], pidf
       os._exit(code)  # pylint: disable=protected-access
 
 
+class _Server:
+  """The server's state: connections waiting to send their request, and the judges."""
+
+  def __init__(self, listener: socket.socket, device: str):
+    self.listener, self.device = listener, device
+    self.poller = select.poll()
+    self.poller.register(listener, select.POLLIN)
+    self.waiting: dict[int, socket.socket] = {}  # connected, request not read yet (by fd)
+    self.judges: dict[int, _Judge] = {}          # by pid
+    self.by_fd: dict[int, _Judge] = {}           # by control fd and by pidfd
+
+  def _descriptors(self) -> list[int]:
+    """Every descriptor of the server's that a forked judge must not keep."""
+    fds = [self.listener.fileno(), *self.waiting]
+    for j in self.judges.values():
+      fds += [s.fileno() for s in (j.control, j.client) if s is not None and s.fileno() >= 0]
+      fds += [j.pidfd] if j.pidfd is not None else []
+    return fds
+
+  def accept(self) -> None:
+    conn, _ = self.listener.accept()
+    conn.settimeout(5.0)  # a client that sends half a request cannot stall the server
+    self.waiting[conn.fileno()] = conn
+    self.poller.register(conn, select.POLLIN)
+
+  def take_request(self, fd: int) -> None:
+    s = self.waiting.pop(fd)
+    self.poller.unregister(fd)
+    try:
+      request, secret_fd = read_request(s)
+    except (ValueError, OSError, EOFError) as e:
+      _send(s, {"error": f"bad request: {e}"})
+      s.close()
+      return
+    device, gpu_index, max_jobs = job_facts(request["job_path"])
+    key = (device, gpu_index)
+    if max_jobs > 1:
+      for j in self.judges.values():
+        if j.client is None and not j.retired and j.key == key and self._hand(j, request,
+                                                                              secret_fd):
+          j.client = s
+          _send(s, {"pid": j.pid})
+          return
+    self._fork(request, secret_fd, s, key, max_jobs)
+
+  def _hand(self, j: _Judge, request: dict, secret_fd: int) -> bool:
+    """Gives an idle judge process the next request; False (and retires it) if it is gone."""
+    try:
+      socket.send_fds(j.control, [json.dumps(request).encode() + b"\n"], [secret_fd])
+    except OSError:
+      self.retire(j)
+      return False
+    os.close(secret_fd)
+    return True
+
+  def _fork(self, request: dict, secret_fd: int, client: socket.socket,
+            key: tuple[str | None, int], max_jobs: int) -> None:
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+      ours.close()
+      _run_host(request, secret_fd, theirs, max_jobs, self._descriptors() + [client.fileno()],
+                self.device)
+    theirs.close()
+    os.close(secret_fd)
+    _send(client, {"pid": pid})
+    j = _Judge(pid, ours, key, client, pidfd=_pidfd(pid))
+    self.judges[pid] = j
+    self.by_fd[ours.fileno()] = j
+    self.poller.register(ours, select.POLLIN)
+    if j.pidfd is not None:
+      self.by_fd[j.pidfd] = j
+      self.poller.register(j.pidfd, select.POLLIN)
+
+  def control_message(self, j: _Judge) -> None:
+    """A judge process said it is done with its job (and stays), or closed its control."""
+    try:
+      line = j.control.recv(4096)
+    except OSError:
+      line = b""
+    try:
+      done = "done" in json.loads(line) if line else False
+    except ValueError:
+      done = False
+    if not done:
+      self.retire(j)  # it is ending: its exit is reported when it is reaped
+      return
+    if j.client is not None:
+      _send(j.client, {"exit": 0, "kept": True})
+      j.client.close()
+      j.client = None
+    j.idle_since = time.monotonic()
+
+  def retire(self, j: _Judge) -> None:
+    """Tells a judge process to end (it sees its control close) and serves it no more jobs."""
+    if not j.retired:
+      j.retired = True
+      self.by_fd.pop(j.control.fileno(), None)
+      with contextlib.suppress(KeyError, ValueError):
+        self.poller.unregister(j.control)
+      j.control.close()
+
+  def retire_idle(self, now: float) -> None:
+    for j in self.judges.values():
+      if j.client is None and not j.retired and now - j.idle_since > JUDGE_IDLE_S:
+        self.retire(j)
+
+  def reap(self) -> None:
+    while self.judges:
+      try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+      except ChildProcessError:
+        break
+      if pid == 0:
+        break
+      j = self.judges.pop(pid, None)
+      if j is None:
+        continue
+      if j.pidfd is not None:
+        self.by_fd.pop(j.pidfd, None)
+        self.poller.unregister(j.pidfd)
+        os.close(j.pidfd)
+      self.retire(j)
+      if j.client is not None:
+        _send(j.client, {"exit": os.waitstatus_to_exitcode(status)})
+        j.client.close()
+
+  def sleep_s(self) -> float:
+    if any(j.pidfd is None for j in self.judges.values()):
+      return POLL_S
+    if any(j.client is None and not j.retired for j in self.judges.values()):
+      return min(PARENT_CHECK_S, JUDGE_IDLE_S)
+    return PARENT_CHECK_S
+
+
 def serve(socket_path: str, device: str) -> None:
   preload(device)
   parent = os.getppid()
@@ -155,60 +316,22 @@ def serve(socket_path: str, device: str) -> None:
   os.chmod(socket_path + ".tmp", 0o600)
   listener.listen(256)
   os.replace(socket_path + ".tmp", socket_path)  # the caller connects once the path exists
-  waiting: dict[int, socket.socket] = {}         # connected, request not read yet (by fd)
-  running: dict[int, socket.socket] = {}         # judge pid -> its caller's connection
-  pidfds: dict[int, int] = {}                    # judge pid -> its pidfd, where it has one
-  poller = select.poll()
-  poller.register(listener, select.POLLIN)
+  server = _Server(listener, device)
   while True:
     if os.getppid() != parent:  # the caller died: so do its judges
-      for pid in running:
+      for pid in server.judges:
         kill_group(pid)
       return
-    sleep_s = PARENT_CHECK_S if len(pidfds) == len(running) else POLL_S
-    for fd, _ in poller.poll(sleep_s * 1000):
+    for fd, _ in server.poller.poll(server.sleep_s() * 1000):
       if fd == listener.fileno():
-        conn, _ = listener.accept()
-        conn.settimeout(5.0)  # a client that sends half a request cannot stall the server
-        waiting[conn.fileno()] = conn
-        poller.register(conn, select.POLLIN)
-        continue
-      s = waiting.pop(fd, None)
-      if s is None:
-        continue  # a judge's pidfd: it has ended, and is reaped below
-      poller.unregister(fd)
-      try:
-        request, secret_fd = _read_request(s)
-      except (ValueError, OSError) as e:
-        _send(s, {"error": f"bad request: {e}"})
-        s.close()
-        continue
-      pid = os.fork()
-      if pid == 0:
-        _run_judge(request, secret_fd, [listener, s] + list(waiting.values()) +
-                   list(running.values()), list(pidfds.values()), device)
-      os.close(secret_fd)
-      _send(s, {"pid": pid})
-      running[pid] = s
-      pidfd = _pidfd(pid)
-      if pidfd is not None:
-        pidfds[pid] = pidfd
-        poller.register(pidfd, select.POLLIN)
-    while running:
-      try:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-      except ChildProcessError:
-        break
-      if pid == 0:
-        break
-      pidfd = pidfds.pop(pid, None)
-      if pidfd is not None:
-        poller.unregister(pidfd)
-        os.close(pidfd)
-      conn = running.pop(pid, None)
-      if conn is not None:
-        _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-        conn.close()
+        server.accept()
+      elif fd in server.waiting:
+        server.take_request(fd)
+      elif fd in server.by_fd and server.by_fd[fd].control.fileno() == fd:
+        server.control_message(server.by_fd[fd])
+      # else a judge's pidfd: it has ended, and is reaped below
+    server.reap()
+    server.retire_idle(time.monotonic())
 
 
 def main(argv: list[str]) -> int:
