@@ -34,7 +34,8 @@ judges and workers starting up beside timings instead of apart (SandboxConfig.st
 with `onejob`, a judge process (and its CUDA context) for every candidate instead of one serving
 several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run);
-with `pN` (e.g. `p48`), N judges at once instead of --max_parallel.
+with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
+start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -81,9 +82,10 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN][:fN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
+STARTUPS_TOKEN = re.compile(r"f\d+")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -203,6 +205,8 @@ class BenchPath(NamedTuple):
   # a judge process serves several jobs in turn (SandboxConfig.jobs_per_judge_process)
   judges_serve_several: bool = True
   parallel: int | None = None  # judges at once (None: --max_parallel's)
+  # start-ups inside the fence at once (None: SandboxConfig.startups_at_once's)
+  startups_at_once: int | None = None
 
 
 def parse_path(path: str) -> BenchPath:
@@ -212,10 +216,11 @@ def parse_path(path: str) -> BenchPath:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
-  not kept apart from timings; `onejob`: a judge process per candidate; `tS`: a timing target of S seconds; `pN`: N judges at once)."""
+  not kept apart from timings; `onejob`: a judge process per candidate; `fN`: at most N
+  start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
-  flags_given, target, parallel = set(), None, None
+  flags_given, target, parallel, startups = set(), None, None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -224,6 +229,8 @@ def parse_path(path: str) -> BenchPath:
       target = float(extra.pop()[1:])
     elif PARALLEL_TOKEN.fullmatch(token) and parallel is None:
       parallel = int(extra.pop()[1:])
+    elif STARTUPS_TOKEN.fullmatch(token) and startups is None:
+      startups = int(extra.pop()[1:])
     else:
       break
   concurrency = None
@@ -242,7 +249,7 @@ def parse_path(path: str) -> BenchPath:
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
                    "nosetup" not in flags_given, "nofence" not in flags_given,
-                   "onejob" not in flags_given, parallel)
+                   "onejob" not in flags_given, parallel, startups)
 
 
 def _median(values: list[float]) -> float | None:
@@ -309,6 +316,9 @@ def run() -> dict:
                                      base.setup_kernel_ms_limit if path.setup_profiled
                                      else None),
                                  startup_fence=path.fenced,
+                                 startups_at_once=(
+                                     base.startups_at_once if path.startups_at_once is None
+                                     else path.startups_at_once),
                                  jobs_per_judge_process=(
                                      base.jobs_per_judge_process if path.judges_serve_several
                                      else 1))

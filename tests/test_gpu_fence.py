@@ -14,13 +14,14 @@ WAIT_S = 0.3  # long enough for a thread that could take the fence to have taken
 
 
 def _enter(lock_dir, timing: bool, order: list, name: str, holding_gpu: bool = False,
-           waits: list | None = None):
-  """A thread that takes the fence, notes `name` in `order` (and the seconds it waited in
-  `waits`), and holds it until released."""
+           waits: list | None = None, slots: int = 0):
+  """A thread that takes the fence (as one of at most `slots` start-ups, if not 0), notes `name`
+  in `order` (and the seconds it waited in `waits`), and holds it until released."""
   taken, release = threading.Event(), threading.Event()
 
   def hold():
-    with gpu_fence.startup_fence(0, timing, str(lock_dir), holding_gpu=holding_gpu) as waited:
+    with gpu_fence.startup_fence(0, timing, str(lock_dir), holding_gpu=holding_gpu,
+                                 startup_slots=slots) as waited:
       order.append(name)
       if waits is not None:
         waits.append(waited)
@@ -41,6 +42,24 @@ def test_start_ups_share_the_fence(tmp_path):
     release.set()
     thread.join(5)
   assert order == ["a", "b"]
+
+
+def test_at_most_the_start_up_slots_hold_the_fence_and_a_timing_waits_for_those_only(tmp_path):
+  order = []
+  first, second = (_enter(tmp_path, False, order, name, slots=2) for name in ("a", "b"))
+  assert first[0].wait(5) and second[0].wait(5)
+  third = _enter(tmp_path, False, order, "c", slots=2)
+  assert not third[0].wait(WAIT_S)  # both slots are taken
+  first[1].set()
+  assert third[0].wait(5)  # the first's slot
+  timing = _enter(tmp_path, True, order, "timing", slots=2)  # a timing takes no slot
+  assert not timing[0].wait(WAIT_S)
+  for _, release, thread in (second, third):
+    release.set()
+    thread.join(5)
+  assert timing[0].wait(5)
+  timing[1].set()
+  assert order == ["a", "b", "c", "timing"]
 
 
 def test_a_timing_waits_for_start_ups_and_start_ups_for_a_timing(tmp_path):

@@ -25,7 +25,8 @@ from kernelzero_jax.sandbox import evaluate as evaluate_lib
 REPO = pathlib.Path(__file__).parent.parent
 EXIT_S = 3.0  # how long the stand-in judge takes to end after it wrote its verdict
 
-# A stand-in for judge.main(["judge", JOB, RESULT]): the verdict (with the nonce from stdin, or a
+# A stand-in for judge.main(["judge", JOB, RESULT]) (and, in the warm server's judge processes,
+# judge.judge_job_file(JOB, RESULT)): the verdict (with the nonce from stdin, or a
 # wrong one), then a slow end.
 FAKE_JUDGE = textwrap.dedent(f"""
     import json, os, sys, time
@@ -59,7 +60,8 @@ def warm_launcher(tmp_path):
   """A ZygoteLauncher whose server forks the stand-in instead of judge.main."""
   path = str(tmp_path / "zygote.sock")
   code = (FAKE_JUDGE + "from kernelzero_jax.sandbox import judge, zygote\n"
-          f"judge.main = fake_main\nzygote.serve({path!r}, 'cpu')\n")
+          "judge.judge_job_file = lambda job, result, number=1: fake_main(['judge', job, result])"
+          f" == 0\nzygote.serve({path!r}, 'cpu')\n")
   server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
                             env=dict(os.environ, PYTHONPATH=str(REPO)), start_new_session=True)
 

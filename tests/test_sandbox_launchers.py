@@ -87,6 +87,10 @@ def test_judge_processes_serve_several_jobs_only_where_configured(both):
     assert processes and all(p["job"] == 1 for p in processes), launcher
   served = [v.evidence["judge_process"]["job"] for v in both[HOSTS].values()
             if "judge_process" in v.evidence]
+  # a process's later workers come from its worker server (not spawned for want of one)
+  starts = {(v.evidence["judge_process"]["job"] > 1, v.evidence["worker_start"])
+            for v in both[HOSTS].values() if "worker_start" in v.evidence}
+  assert starts == {(False, "fork"), (True, "forkserver")}, starts
   # each process's jobs are numbered from 1 (so first jobs count the processes), up to 4
   assert set(served) == {1, 2, 3, 4}, served
   assert served.count(1) < len(served) / 2, served

@@ -122,6 +122,9 @@ class SandboxConfig:
   # fence (gpu_fence.py) taken shared, which timings take alone: no timing carries their driver
   # work (on an H200 it stretched a 0.29 ms forward's measured time 18x).
   startup_fence: bool = True
+  # At most this many of those start-ups hold the fence at once (0: no limit). The driver does
+  # one context at a time anyway; a timing waits for every start-up inside the fence.
+  startups_at_once: int = 4
   # Jobs one judge process serves in turn before it ends, with the warm server (zygote.py,
   # judge_host.py): a GPU judge then creates its CUDA context once for them all instead of once
   # per candidate. Every candidate still gets a worker process of its own. None: 32 on a GPU,
@@ -147,6 +150,8 @@ class SandboxConfig:
       raise ValueError(f"build_nice must be in [0, 19] (a niceness added), got {self.build_nice}")
     if self.setup_kernel_ms_limit is not None and self.setup_kernel_ms_limit < 0:
       raise ValueError("setup_kernel_ms_limit must be >= 0 (or None: not profiled)")
+    if self.startups_at_once < 0:
+      raise ValueError("startups_at_once must be >= 0 (0: no limit)")
     if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:
       raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
     if self.num_correct_trials < 1:
@@ -164,6 +169,8 @@ class SandboxConfig:
 
   def jobs_per_judge(self) -> int:
     """jobs_per_judge_process, with None as its device's default."""
+    if self.startups_at_once < 0:
+      raise ValueError("startups_at_once must be >= 0 (0: no limit)")
     if self.jobs_per_judge_process is not None:
       return self.jobs_per_judge_process
     return 32 if self.device == "cuda" else 1

@@ -57,9 +57,6 @@ HOST_FDS: tuple[int, ...] = ()
 # Processes this judge's process keeps across jobs (judge_host.py: its worker server and
 # multiprocessing's resource tracker), spared when it kills the processes it adopted.
 KEPT_PIDS: frozenset[int] = frozenset()
-# Called once a judge has started its workers (judge_host.py starts its worker server there,
-# after the first job's workers were forked without it).
-WORKERS_STARTED: Callable[[], None] | None = None
 
 
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
@@ -98,6 +95,7 @@ class WorkerHandle:
       self._start("spawn", target or worker.worker_main, spec)
 
   def _start(self, method: str, target, spec: dict[str, Any]) -> None:
+    self.start_method = method  # how it was started (evidence["worker_start"])
     ctx = multiprocessing.get_context(method)
     self.conn, child = ctx.Pipe(duplex=True)
     # A forked worker inherits the judge's end of the pipe (and its host's descriptors); it
@@ -472,7 +470,8 @@ class Judge:
             "own_kernel_names": self.own_kernels,
             "setup_kernel_ms_limit": cfg.setup_kernel_ms_limit}
     if cfg.device == "cuda" and cfg.startup_fence:  # the worker's start-up takes it too
-      spec["startup_fence"] = [int(self.job.get("gpu_index", 0)), tempfile.gettempdir()]
+      spec["startup_fence"] = [int(self.job.get("gpu_index", 0)), tempfile.gettempdir(),
+                               cfg.startups_at_once]
     if self.backend == "cuda" and cfg.fast_build:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       self.pch_header = fast_build.ready_pch(cfg.pch_dir or fast_build.default_cache_dir(),
@@ -495,6 +494,7 @@ class Judge:
     self.worker_started = time.perf_counter()
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
+    self.verdict.evidence["worker_start"] = self.worker.start_method
     if self.awaits_go and not prebuild:
       self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
       self._go_timer.daemon = True
@@ -516,8 +516,6 @@ class Judge:
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
       # compiled into the cache they share.
       self.precompiler = builder(worker.PRECOMPILE)
-    if WORKERS_STARTED is not None:
-      WORKERS_STARTED()
 
   def _start_second_reference(self) -> None:
     """The reference checks build the reference a second time (to see that it reproduces
@@ -559,7 +557,10 @@ class Judge:
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
     self.device = torch.device(device_name(cfg, self.job.get("gpu_index", 0)))
     if self.device.type == "cuda":
-      with self._fence("device", timing=False):  # the CUDA context, apart from timings
+      # The CUDA context, apart from timings; a judge process that made it for an earlier job
+      # (judge_host.py) has no driver work to do here.
+      with (contextlib.nullcontext() if torch.cuda.is_initialized()
+            else self._fence("device", timing=False)):
         torch.cuda.set_device(self.device)
         torch.cuda.synchronize(self.device)
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32
@@ -830,7 +831,8 @@ class Judge:
       return
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
     with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
-                                 holding_gpu=holding_gpu) as waited:
+                                 holding_gpu=holding_gpu,
+                                 startup_slots=self.cfg.startups_at_once) as waited:
       waits = self.verdict.evidence.setdefault("fence_wait_s", {})
       waits[name] = round(waits.get(name, 0.0) + waited, 4)
       self._fence_held = True

@@ -127,10 +127,13 @@ class _WorkerServer:
     import psutil  # pylint: disable=import-outside-toplevel
     before = {p.pid for p in psutil.Process().children()}
     os.environ[DEVICE_ENV] = self.device
+    # Not in the last job's directory: its caller removes it, and an interpreter started in a
+    # removed directory fails before it runs anything.
+    os.chdir("/")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["kernelzero_jax.sandbox.worker_server_preload"])
     # Spawns a fresh interpreter, which imports in the background; the first worker it forks
-    # waits for that. Its descriptors are the ones multiprocessing passes, none of this job's.
+    # waits for that. Its descriptors are the ones multiprocessing passes, none of a job's.
     from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
     forkserver.ensure_running()
     started = {p.pid for p in psutil.Process().children()} - before
@@ -153,8 +156,6 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   judge.become_subreaper()
   judge.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
-  if max_jobs > 1:
-    judge.WORKERS_STARTED = server.start  # once the first job's workers are forked
   jobs = 0
   while True:
     jobs += 1
@@ -172,7 +173,9 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
     sys.stderr.flush()
     if not settled:
       return 0
-    server.start()  # (where the first job started no worker)
+    # After the first job, not during it: its imports (a fresh interpreter's torch) would take
+    # CPU from the first wave's builds, and the first job's workers are forked anyway.
+    server.start()
     try:
       control.sendall(json.dumps({"done": 0}).encode() + b"\n")
     except OSError:

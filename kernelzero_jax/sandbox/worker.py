@@ -117,8 +117,9 @@ class _Worker:
     fence = contextlib.ExitStack()
     if spec.get("startup_fence") and self.device.type == "cuda":
       from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
-      device_index, lock_dir = spec["startup_fence"]
-      fence.enter_context(gpu_fence.startup_fence(device_index, False, lock_dir))
+      device_index, lock_dir, *slots = spec["startup_fence"]
+      fence.enter_context(gpu_fence.startup_fence(device_index, False, lock_dir,
+                                                  startup_slots=int(slots[0]) if slots else 0))
       self.startup.lap("fence")
     if self.device.type == "cuda":
       torch.cuda.set_device(self.device)
