@@ -258,11 +258,15 @@ def _median(values: list[float]) -> float | None:
 
 def judge_processes(rows: list[dict]) -> dict[str, Any]:
   """How many judge processes judged the verdicts of `rows` (evidence["judge_process"]), how
-  many jobs one served after its first (judge_host.py), and the median of the judge's start-up
-  step "device" (its CUDA context, fence included) in first and in later jobs."""
-  first, later, pids, jobs = [], [], set(), 0
+  many jobs one served after its first (judge_host.py), the median of the judge's start-up
+  step "device" (its CUDA context, fence included) in first and in later jobs, and how the
+  workers were started (evidence["worker_start"]: a "spawn" in a later job is a worker server
+  that failed)."""
+  first, later, pids, jobs, starts = [], [], set(), 0, {}
   for r in rows:
     ev = r.get("evidence") or {}
+    if ev.get("worker_start"):
+      starts[ev["worker_start"]] = starts.get(ev["worker_start"], 0) + 1
     process = ev.get("judge_process")
     if not isinstance(process, dict):
       continue
@@ -272,6 +276,7 @@ def judge_processes(rows: list[dict]) -> dict[str, Any]:
     (first if process.get("job") == 1 else later).append(device)
   seconds = lambda found: _median([d for d in found if isinstance(d, (int, float))])
   return {"jobs": jobs, "processes": len(pids), "later_jobs": len(later),
+          "worker_starts": dict(sorted(starts.items())),
           "first_device_s": seconds(first), "later_device_s": seconds(later)}
 
 
@@ -397,7 +402,8 @@ def run() -> dict:
     print(f"judge processes: {served['processes']} for {served['jobs']} jobs, "
           f"{served['later_jobs']} jobs served by a process after its first; judge start-up "
           f"'device' (its CUDA context) median {served['first_device_s']} s in first jobs, "
-          f"{served['later_device_s']} s in later ones")
+          f"{served['later_device_s']} s in later ones; workers started by "
+          f"{served['worker_starts']}")
     if clock["samples"]:
       print(f"GPU clocks ({clock['samples']} samples): {clock['run']}; timed copies over "
             f"their copies' median by more than 10%, with the clocks of their timing hold and "

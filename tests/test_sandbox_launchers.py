@@ -490,3 +490,17 @@ def test_the_throughput_benchmark_sums_up_the_fused_comparison():
   assert fused_compare_summary(rows) == {
       "judges": 3, "median_compile_s": 0.3, "median_join_s": 0.5, "median_load_s": 4.0,
       "fused": 10, "fallbacks": 1, "errors": ["NVRTC compile: x"]}
+
+
+def test_the_throughput_benchmark_counts_jobs_per_judge_process():
+  from benchmarks.sandbox_throughput import judge_processes  # pylint: disable=import-outside-toplevel
+  row = lambda pid, job, device, start: {"evidence": {
+      "judge_process": {"pid": pid, "job": job}, "worker_start": start,
+      "startup_seconds": {"judge": {"device": device}}}}
+  rows = [row(7, 1, 9.0, "fork"), row(7, 2, 0.0, "forkserver"), row(7, 3, 0.5, "forkserver"),
+          row(8, 1, 7.0, "fork"), row(8, 2, 0.25, "spawn"),
+          {"evidence": {}}, {"evidence": None}]  # verdicts no judge wrote
+  assert judge_processes(rows) == {
+      "jobs": 5, "processes": 2, "later_jobs": 3,
+      "worker_starts": {"fork": 2, "forkserver": 2, "spawn": 1},
+      "first_device_s": 8.0, "later_device_s": 0.25}
