@@ -306,6 +306,7 @@ def test_batons_go_and_a_build_cut_short_goes_whole(tmp_path):
 class _Recorded:
   """Stands in for judge.WorkerHandle: records each process a judge would start."""
   specs: list = []
+  start_method = "fork"
 
   def __init__(self, spec, memory_limit_gb, target=None, kill_descendants=True):
     del memory_limit_gb, target

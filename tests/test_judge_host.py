@@ -134,6 +134,31 @@ def test_between_jobs_everything_adopted_is_killed_but_the_kept_processes():
   assert out.split() == ["1", "True", "True", "[False]"], out
 
 
+def test_a_worker_server_that_died_is_started_again_and_kept():
+  # A worker can kill its parent, the worker server. The next job starts another, which must be
+  # among the kept processes: otherwise every job's end would kill it, and every next job wait
+  # for a new one.
+  out = _script(
+      "import os, signal, time\n"
+      "from multiprocessing import forkserver\n"
+      "from kernelzero_jax.sandbox import judge, judge_host\n"
+      "server = judge_host._WorkerServer('cpu')\n"
+      "server.start()\n"
+      "first = forkserver._forkserver._forkserver_pid\n"
+      "kept = set(judge.KEPT_PIDS)\n"
+      "server.start()  # running: nothing to do\n"
+      "same = judge.KEPT_PIDS == kept\n"
+      "os.kill(first, signal.SIGKILL)\n"
+      "time.sleep(0.5)\n"
+      "server.start()\n"
+      "second = forkserver._forkserver._forkserver_pid\n"
+      "judge._kill_descendants()\n"
+      "time.sleep(0.5)\n"
+      "print(first in kept, same, second != first, second in judge.KEPT_PIDS, "
+      "len(judge.KEPT_PIDS), judge_host._running(second))\n")
+  assert out.split() == ["True", "True", "True", "True", "2", "True"], out
+
+
 def test_a_thread_of_the_last_job_still_running_ends_the_service():
   stop = threading.Event()
   lingering = threading.Thread(target=stop.wait, name="lingering", daemon=True)

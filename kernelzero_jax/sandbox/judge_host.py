@@ -113,17 +113,26 @@ def _reap_adopted() -> None:
         os.waitpid(child.pid, os.WNOHANG)
 
 
+def _running(pid: int) -> bool:
+  import psutil  # pylint: disable=import-outside-toplevel
+  try:
+    return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+  except psutil.Error:
+    return False
+
+
 class _WorkerServer:
-  """multiprocessing's forkserver for this process's later workers, started once."""
+  """multiprocessing's forkserver for this process's later workers: started after the first
+  job, and again after any job that ended it (a worker can kill its parent), so that the one
+  running is always among the processes kept (judge.KEPT_PIDS), not killed after every job."""
 
   def __init__(self, device: str):
     self.device = device
-    self.started = False
+    self.pids: frozenset[int] = frozenset()  # the server's and the resource tracker's
 
   def start(self) -> None:
-    if self.started:
+    if self.pids and all(_running(pid) for pid in self.pids):
       return
-    self.started = True
     import psutil  # pylint: disable=import-outside-toplevel
     before = {p.pid for p in psutil.Process().children()}
     os.environ[DEVICE_ENV] = self.device
@@ -135,9 +144,10 @@ class _WorkerServer:
     # Spawns a fresh interpreter, which imports in the background; the first worker it forks
     # waits for that. Its descriptors are the ones multiprocessing passes, none of a job's.
     from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
-    forkserver.ensure_running()
+    forkserver.ensure_running()  # (reaps a dead one and starts another)
     started = {p.pid for p in psutil.Process().children()} - before
-    judge.KEPT_PIDS = frozenset(judge.KEPT_PIDS | started)
+    self.pids = frozenset({pid for pid in self.pids if _running(pid)} | started)
+    judge.KEPT_PIDS = self.pids
 
 
 def _next_request(control: socket.socket) -> tuple[dict, int] | None:
