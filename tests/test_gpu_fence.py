@@ -46,8 +46,10 @@ def test_start_ups_share_the_fence(tmp_path):
 
 def test_at_most_the_start_up_slots_hold_the_fence_and_a_timing_waits_for_those_only(tmp_path):
   order = []
-  first, second = (_enter(tmp_path, False, order, name, slots=2) for name in ("a", "b"))
-  assert first[0].wait(5) and second[0].wait(5)
+  first = _enter(tmp_path, False, order, "a", slots=2)
+  assert first[0].wait(5)
+  second = _enter(tmp_path, False, order, "b", slots=2)
+  assert second[0].wait(5)
   third = _enter(tmp_path, False, order, "c", slots=2)
   assert not third[0].wait(WAIT_S)  # both slots are taken
   first[1].set()
@@ -174,3 +176,48 @@ def test_only_a_timing_takes_the_fence_while_holding_the_gpu(tmp_path):
   with pytest.raises(ValueError, match="only a timing"):
     with gpu_fence.startup_fence(0, False, str(tmp_path), holding_gpu=True):
       pass
+
+
+def test_a_judge_takes_a_start_up_slot_for_its_context_only(tmp_path, monkeypatch):
+  # The judge's own steps (judge.Judge._fence): its context creation ("device") waits for one
+  # of the start-up slots; its upload and warm-up, in the context that exists, pass while every
+  # slot is held (they still wait for a timing: the fence itself).
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import verdict as verdict_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(gpu_fence.tempfile, "gettempdir", lambda: str(tmp_path))
+
+  class _JudgeSteps:
+    _fence = judge_lib.Judge._fence
+    cfg = SandboxConfig(device="cuda", startups_at_once=2)
+    job = {"gpu_index": 0}
+    verdict = verdict_lib.Verdict(status="runtime_error", backend="cuda")
+    _fence_held = False
+
+  steps = _JudgeSteps()
+  order = []
+  holders = []
+  for name in ("a", "b"):
+    holders.append(_enter(tmp_path, False, order, name, slots=2))
+    assert holders[-1][0].wait(5)
+
+  def step(name: str, slot: bool) -> threading.Event:
+    entered = threading.Event()
+
+    def run():
+      with steps._fence(name, timing=False, slot=slot):  # pylint: disable=protected-access
+        order.append(name)
+        entered.set()
+    threading.Thread(target=run, daemon=True).start()
+    return entered
+  assert step("upload", slot=False).wait(5)  # while both slots are held
+  assert step("warm_up", slot=False).wait(5)
+  device_entered = step("device", slot=True)
+  assert not device_entered.wait(WAIT_S)  # both slots are held
+  holders[0][1].set()
+  assert device_entered.wait(5)
+  for _, release, holder in holders:
+    release.set()
+    holder.join(5)
+  assert order == ["a", "b", "upload", "warm_up", "device"]
+  assert set(steps.verdict.evidence["fence_wait_s"]) == {"upload", "warm_up", "device"}

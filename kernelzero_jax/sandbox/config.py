@@ -122,8 +122,10 @@ class SandboxConfig:
   # fence (gpu_fence.py) taken shared, which timings take alone: no timing carries their driver
   # work (on an H200 it stretched a 0.29 ms forward's measured time 18x).
   startup_fence: bool = True
-  # At most this many of those start-ups hold the fence at once (0: no limit). The driver does
-  # one context at a time anyway; a timing waits for every start-up inside the fence.
+  # At most this many of those start-ups that create a CUDA context (a judge's, a worker's)
+  # hold the fence at once (0: no limit). The driver does one context at a time anyway; a timing
+  # waits for every start-up inside the fence. A judge's later steps (its reference's upload,
+  # its warm-up) take the fence without a slot: they are short, in a context that exists.
   startups_at_once: int = 4
   # Jobs one judge process serves in turn before it ends, with the warm server (zygote.py,
   # judge_host.py): a GPU judge then creates its CUDA context once for them all instead of once

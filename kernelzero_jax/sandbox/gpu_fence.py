@@ -12,11 +12,13 @@ Start-ups do not wait for each other or for untimed checks, only for a timing un
 that waits closes a turnstile that start-ups pass on their way in, so that a stream of start-ups
 cannot starve it.
 
-At most `startup_slots` start-ups hold the fence at once (SandboxConfig.startups_at_once; the
-others wait for a start-up slot first, holding nothing). The driver serialises context creation
-anyway (32 at once took 5.7 s each on an H200, about 0.18 s apiece: benchmarks/cuda_context.py),
-so letting them all in at once only makes a timing that comes next wait for all of them: 10 s
-per timing at the median in a batch of 70 with 24 judges.
+At most `startup_slots` start-ups that create a CUDA context hold the fence at once
+(SandboxConfig.startups_at_once; the others wait for a start-up slot first, holding nothing).
+The driver serialises context creation anyway (32 at once took 5.7 s each on an H200, about
+0.18 s apiece: benchmarks/cuda_context.py), so letting them all in at once only makes a timing
+that comes next wait for all of them: 10 s per timing at the median in a batch of 70 with 24
+judges. Start-ups in a context that exists (a judge's upload and warm-up) take no slot: they are
+short, and waiting behind context creations cost them 7-10 s each in that batch.
 
 No deadlock with the GPU's slots (judge.gpu_slots): a start-up holds nothing else while it waits.
 A timing takes the fence before the slots where it can (Judge._evaluate: checks go on meanwhile).

@@ -57,6 +57,9 @@ HOST_FDS: tuple[int, ...] = ()
 # Processes this judge's process keeps across jobs (judge_host.py: its worker server and
 # multiprocessing's resource tracker), spared when it kills the processes it adopted.
 KEPT_PIDS: frozenset[int] = frozenset()
+# Devices this process has warmed up (warm_up_device): once per process, since a judge process
+# that serves several jobs (judge_host.py) keeps its kernels and cuBLAS handle.
+WARMED_UP: set[str] = set()
 
 
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
@@ -578,7 +581,10 @@ class Judge:
       # Built on the CPU, KernelBench's way (seconds for a large model), then uploaded with the
       # warm-up, apart from timings.
       model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
-      with self._fence("upload", timing=False):
+      # No start-up slot: those are for context creations (gpu_fence.py), and this process's
+      # context exists (in a batch of 70 on an H200, uploads of small models waited 7-10 s for
+      # a slot behind workers' context creations, to hold it for milliseconds).
+      with self._fence("upload", timing=False, slot=False):
         self.ref_model = model.to(self.device)
         del model
         if self.device.type == "cuda":
@@ -587,9 +593,10 @@ class Judge:
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
-    if self.device.type == "cuda" and cfg.judge_warm_up:
-      with self._fence("warm_up", timing=False):
+    if self.device.type == "cuda" and cfg.judge_warm_up and str(self.device) not in WARMED_UP:
+      with self._fence("warm_up", timing=False, slot=False):
         warm_up_device(torch, problem, self.device)
+      WARMED_UP.add(str(self.device))
       startup.lap("warm_up")
     self._start_second_reference()
     if self.awaits_go:
@@ -822,17 +829,19 @@ class Judge:
       self.verdict.evidence["gpu_seconds"] = dict(self.steps)
 
   @contextlib.contextmanager
-  def _fence(self, name: str, timing: bool, holding_gpu: bool = False):
+  def _fence(self, name: str, timing: bool, holding_gpu: bool = False, slot: bool = True):
     """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
     seconds it waited in evidence["fence_wait_s"][name] (summed over repeats). `holding_gpu`:
-    a timing within a hold of every slot (gpu_fence's docstring: it must not wait)."""
+    a timing within a hold of every slot (gpu_fence's docstring: it must not wait). `slot`: a
+    start-up that creates a CUDA context, which takes one of the start-up slots."""
     if self.cfg.device != "cuda" or not self.cfg.startup_fence or self._fence_held:
       yield  # (held already: a timing's steps within a timing's hold)
       return
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
     with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
                                  holding_gpu=holding_gpu,
-                                 startup_slots=self.cfg.startups_at_once) as waited:
+                                 startup_slots=self.cfg.startups_at_once if slot else 0
+                                 ) as waited:
       waits = self.verdict.evidence.setdefault("fence_wait_s", {})
       waits[name] = round(waits.get(name, 0.0) + waited, 4)
       self._fence_held = True
