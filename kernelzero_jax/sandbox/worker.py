@@ -110,10 +110,6 @@ def _setup_spare_process() -> None:
     os.dup2(devnull, fd)
   os.close(devnull)
   os.chdir("/")
-  # The driver's cache of JIT-compiled kernels is placed at context creation, before the job's
-  # HOME: not the judge's, shared with other processes (a candidate's worker keeps its own, in
-  # its directory, removed after it).
-  os.environ["CUDA_CACHE_DISABLE"] = "1"
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
   _die_with_parent()
 
