@@ -194,9 +194,6 @@ def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
     def __init__(self):
       self.conn, self.other_end = multiprocessing.Pipe()
 
-    def send(self, msg):
-      channel.send(self.conn, msg, by_value=True)
-
   failed = "lite build failed (RuntimeError: x); building with torch's headers"
   for reply, skip in (({"ok": False, "error": "e", "build_log": [failed]}, True),
                       ({"ok": False, "error": "prebuild: no lite build of this extension",
@@ -220,9 +217,6 @@ def test_the_go_waits_for_the_judge_timing_the_reference():
   class Worker:
     def __init__(self):
       self.conn, self.other_end = multiprocessing.Pipe()
-
-    def send(self, msg):
-      channel.send(self.conn, msg, by_value=True)
 
   worker, gate, seen = Worker(), threading.Event(), []
 
@@ -318,9 +312,6 @@ class _Recorded:
     del memory_limit_gb, target
     _Recorded.specs.append((spec, kill_descendants))
     self.conn, self.other_end = multiprocessing.Pipe()
-
-  def send(self, msg):
-    channel.send(self.conn, msg, by_value=True)
 
   def wait(self, timeout_s, stage):
     raise judge_lib.StageFailure("runtime_error", f"{stage}: not started ({timeout_s})")

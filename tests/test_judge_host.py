@@ -67,28 +67,12 @@ def _worker_of(server_pid: int, deadline_s: float = 60.0) -> psutil.Process:
   raise AssertionError("no candidate worker appeared")
 
 
-def _spare_of(judge_pid: int, deadline_s: float = 60.0) -> psutil.Process:
-  """The spare worker of a judge process: its worker server's child, in "/" until its job."""
-  deadline = time.monotonic() + deadline_s
-  while time.monotonic() < deadline:
-    for server in psutil.Process(judge_pid).children():
-      try:
-        if "forkserver" in " ".join(server.cmdline()):
-          spares = [p for p in server.children() if p.cwd() == "/"]
-          if spares:
-            return spares[0]
-      except psutil.Error:
-        continue
-    time.sleep(0.05)
-  raise AssertionError("no spare worker appeared")
-
-
-def test_workers_come_from_the_judge_in_its_first_job_and_from_its_server_after():
+def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_after():
   # Two hanging candidates, one at a time: both are judged by one judge process. The first's
-  # worker is forked by the judge (it had no CUDA context or secret yet). Once the first
-  # candidate is built, the judge starts its worker server (a fresh interpreter) and a spare
-  # worker from it, which waits, in no candidate's directory, and becomes the second's worker.
-  # Neither worker holds the judge's line to the warm server.
+  # worker is forked by the judge (it had no CUDA context or secret yet); the second's by the
+  # worker server, a fresh interpreter the judge started before its first job (so that its
+  # imports are done by the second), not by the judge. Neither holds the judge's line to the
+  # warm server.
   seen = []
   with SandboxPool(CONFIG, max_parallel=1) as pool:
     out = []
@@ -103,9 +87,9 @@ def test_workers_come_from_the_judge_in_its_first_job_and_from_its_server_after(
       worker = _worker_of(server)
       parent = worker.parent()
       seen.append((worker.pid, parent.pid, parent.cmdline(), _sockets(worker.pid)))
-      if len(seen) == 1:  # the first candidate built (it hangs in its forward), its judge
-        spare = _spare_of(parent.pid)  # started its worker server, and a spare worker from it
-        spare_parent = spare.ppid()
+      if len(seen) == 1:  # the judge started its worker server before its first job
+        servers_in_first_job = [p for p in parent.children()
+                                if "forkserver" in " ".join(p.cmdline())]
       while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
         time.sleep(0.05)
     thread.join(timeout=120)
@@ -119,8 +103,7 @@ def test_workers_come_from_the_judge_in_its_first_job_and_from_its_server_after(
   (_, first_parent, _, first_sockets), (_, second_parent, second_cmd, second_sockets) = seen
   assert first_parent == judge_pid
   assert second_parent != judge_pid and "forkserver" in " ".join(second_cmd), second_cmd
-  assert spare.pid == seen[1][0] and spare_parent == second_parent
-  assert [v.evidence["worker_start"] for v in out] == ["fork", "spare"]
+  assert [p.pid for p in servers_in_first_job] == [second_parent]
   # the judge's control socket to the warm server (held all along) is in neither worker
   assert judge_sockets and not judge_sockets & (first_sockets | second_sockets)
 
@@ -242,39 +225,3 @@ def test_jobs_per_judge_process_defaults_by_device_and_is_checked():
   assert dataclasses.replace(CONFIG, jobs_per_judge_process=2).jobs_per_judge() == 2
   with pytest.raises(ValueError, match="jobs_per_judge_process"):
     SandboxConfig(device="cpu", jobs_per_judge_process=0)
-
-
-def test_a_spare_worker_that_failed_or_died_leaves_its_job_a_new_worker(tmp_path):
-  # A spare whose start-up failed (here: a device torch rejects, under a spec that matches the
-  # job's) reports it before anything else: the job gets a new worker, and the go sent to the
-  # spare meanwhile. A spare that died is not taken. A ready one is the job's worker.
-  out = _script(
-      "import os, signal, time\n"
-      "from kernelzero_jax.sandbox import judge\n"
-      f"tmp = {str(tmp_path)!r}\n"
-      f"ref, cand = {_read('references/scaled_relu')!r}, {_read('honest/scaled_relu')!r}\n"
-      "def spec(name):\n"
-      "  return {'workdir': os.path.join(tmp, name), 'device': 'cpu', 'backend': 'triton',\n"
-      "          'candidate_source': cand, 'reference_source': ref, 'memory_limit_gb': 8.0,\n"
-      "          'gpu_memory_fraction': 0.9, 'own_kernel_names': [],\n"
-      "          'setup_kernel_ms_limit': None, 'await_go': True}\n"
-      "def judge_build(name):\n"
-      "  handle = judge.WorkerHandle(spec(name), 8.0)\n"
-      "  handle.send({'cmd': 'go'})\n"
-      "  built = handle.wait(120, 'build')\n"
-      "  print(name, handle.start_method, built.get('ok'), built.get('error'))\n"
-      "  handle.kill()\n"
-      "judge.start_spare(dict(spec('x'), device='cpu:nonsense'))\n"
-      "judge._SPARE.device_spec['device'] = 'cpu'\n"
-      "judge_build('failed')\n"
-      "judge.start_spare(spec('y'))\n"
-      "judge._SPARE.thread.join(60)\n"
-      "os.kill(judge._SPARE.handle.proc.pid, signal.SIGKILL)\n"
-      "time.sleep(0.5)\n"
-      "judge_build('died')\n"
-      "judge.start_spare(spec('z'))\n"
-      "judge_build('ready')\n", timeout=300)
-  lines = out.strip().splitlines()
-  assert lines[-3:] == ["failed spawn True None", "died spawn True None",
-                        "ready spare True None"], out
-  assert "the spare worker failed before its job" in out and "cpu:nonsense" in out, out

@@ -36,6 +36,7 @@ import shutil
 import time
 from typing import Any, Callable
 
+from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import judge
 
 # The longest a judge waits for its prebuilder. A lite build takes seconds; a longer wait would
@@ -116,7 +117,7 @@ def hand_over(prebuilder, worker, workdir: str, wait_s: float,
     before_go()
     summary["waited_for_judge_s"] = round(time.perf_counter() - t0, 3)
   try:
-    worker.send({"cmd": "go", "skip_lite": skip_lite})
+    channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)
   except OSError:
     pass  # the worker is gone: its wait for the build says why
   return summary

@@ -57,11 +57,6 @@ HOST_FDS: tuple[int, ...] = ()
 # Processes this judge's process keeps across jobs (judge_host.py: its worker server and
 # multiprocessing's resource tracker), spared when it kills the processes it adopted.
 KEPT_PIDS: frozenset[int] = frozenset()
-# Called with a job's worker spec once its build has ended (judge_host.py: it starts the spare
-# worker for the next job then), or None.
-AFTER_BUILD: Callable[[dict[str, Any]], None] | None = None
-SPARE_THREAD = "spare-worker-start"  # the name of the thread that starts a spare worker
-SPARE_JOIN_S = 60.0  # how long a job waits for a spare worker's start (its server's imports)
 # Devices this process has warmed up (warm_up_device): once per process, since a judge process
 # that serves several jobs (judge_host.py) keeps its kernels and cuBLAS handle.
 WARMED_UP: set[str] = set()
@@ -85,79 +80,22 @@ class WorkerHandle:
   """The judge's side of one candidate worker: requests with deadlines and a memory watchdog."""
 
   def __init__(self, spec: dict[str, Any], memory_limit_gb: float, target=None,
-               kill_descendants: bool = True, spare: bool = False):
+               kill_descendants: bool = True):
     """`target`: the worker's entry point (default: worker.worker_main, a candidate's).
     `kill_descendants`: killing it kills every other process the judge adopted too (not for a
-    precompiler, whose candidate worker lives on). `spare`: `spec` is a device's part of a spec
-    (start_spare), and the worker comes from the worker server or not at all. A candidate's
-    worker takes this process's spare worker where it has one for the same device
-    (take_spare)."""
+    precompiler, whose candidate worker lives on)."""
     self.kill_descendants = kill_descendants
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-    self.stderr_path = os.devnull if spare else worker.output_file(spec, "stderr.txt")
+    self.stderr_path = worker.output_file(spec, "stderr.txt")
     self.memory_limit = memory_limit_gb * 2**30
-    self.spec = spec
-    self._spare_status_due = False  # a spare's first message, "ready" or "failed", is unread
-    # Messages sent meanwhile (send), for a worker that replaces a failed spare; and the lock
-    # that keeps a replacement and a send (from another of the judge's threads) apart.
-    self._sent: list[dict[str, Any]] = []
-    self._lock = threading.Lock()
-    if spare:
-      self._start("forkserver", worker.worker_main, dict(spec, **{worker.SPARE: True}))
-      self._spare_status_due = True
-      return
-    taken = take_spare(spec) if target is None and not spec.get("role") else None
-    if taken is not None:
-      self.proc, self.conn, self.start_method = taken.proc, taken.conn, "spare"
-      self._spare_status_due = taken._spare_status_due  # pylint: disable=protected-access
-      try:
-        channel.send(self.conn, {"cmd": "job", "spec": spec}, by_value=True)
-        return
-      except OSError as e:  # it died since take_spare looked
-        print(f"[judge] the spare worker is gone ({type(e).__name__}: {e}); starting one")
-        taken.kill()
-    self._start_new(target or worker.worker_main)
-
-  def _start_new(self, target) -> None:
-    self._spare_status_due = False
     try:
-      self._start(WORKER_START, target, self.spec)
+      self._start(WORKER_START, target or worker.worker_main, spec)
     except (OSError, EOFError) as e:
       if WORKER_START != "forkserver":
         raise
       # The worker server is gone or broken (judge_host.py): a fresh interpreter does the same.
       print(f"[judge] the worker server failed ({type(e).__name__}: {e}); spawning the worker")
-      self._start("spawn", target, self.spec)
-
-  def _spare_failed(self, why: str) -> None:
-    """A spare worker that failed its start-up before its job: the job gets a new worker, and
-    what was sent to the spare since."""
-    from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-    print(f"[judge] the spare worker failed before its job ({why}); starting one")
-    with self._lock:
-      kill_descendants, self.kill_descendants = self.kill_descendants, False
-      self.kill()  # this one only: the judge's other processes live on
-      self.kill_descendants = kill_descendants
-      self._start_new(worker.worker_main)
-      sent, self._sent = self._sent, []
-      for msg in sent:
-        channel.send(self.conn, msg, by_value=True)
-
-  def _spare_ready(self) -> None:
-    with self._lock:
-      self._spare_status_due = False
-      self._sent = []
-
-  def send(self, msg: dict[str, Any]) -> None:
-    """A message to the worker (to the one that replaces it too, while a spare's status is
-    unread)."""
-    with self._lock:
-      if not self._spare_status_due:
-        channel.send(self.conn, msg, by_value=True)
-        return
-      self._sent.append(msg)
-      with contextlib.suppress(OSError, ValueError):  # (a failed spare: replayed to the next)
-        channel.send(self.conn, msg, by_value=True)
+      self._start("spawn", target or worker.worker_main, spec)
 
   def _start(self, method: str, target, spec: dict[str, Any]) -> None:
     self.start_method = method  # how it was started (evidence["worker_start"])
@@ -176,7 +114,7 @@ class WorkerHandle:
       child.close()
 
   def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
-    self.send(msg)
+    channel.send(self.conn, msg, by_value=True)
     return self.wait(timeout_s, stage)
 
   def wait(self, timeout_s: float, stage: str, limit_s: float | None = None) -> dict[str, Any]:
@@ -195,23 +133,11 @@ class WorkerHandle:
       alive = self.proc.is_alive() and self.proc.exitcode is None
       if ready or (not alive and self.conn.poll(0)):
         try:
-          reply = channel.recv(self.conn)
+          return channel.recv(self.conn)
         except (EOFError, ConnectionError, OSError):
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
           raise StageFailure(V.RUNTIME_ERROR, f"{stage}: unreadable reply from worker: {e}")
-        else:
-          if not self._spare_status_due:
-            return reply
-          status = reply.get("spare") if isinstance(reply, dict) else None
-          if status == "ready":
-            self._spare_ready()
-          else:
-            self._spare_failed(str(reply.get("error") if status == "failed" else reply)[-400:])
-          continue
-      if not alive and self._spare_status_due:  # a spare that died before its job
-        self._spare_failed(_describe_exit(self.proc.exitcode))
-        continue
       if not alive:  # dead before the look, or died mid-message
         self.proc.join(timeout=1)
         raise StageFailure(V.COMPILE_ERROR if stage == "build" else V.RUNTIME_ERROR,
@@ -277,86 +203,13 @@ def finish_side_worker(handle: WorkerHandle, wait_s: float, stage: str,
   return reply
 
 
-class _SpareStart:
-  """A spare worker being started, by a thread (its server may still be importing)."""
-
-  def __init__(self, device_spec: dict[str, Any], memory_limit_gb: float):
-    self.device_spec = device_spec
-    self.handle: WorkerHandle | None = None
-    self.thread = threading.Thread(target=self._start, args=(memory_limit_gb,),
-                                   name=SPARE_THREAD, daemon=True)
-    self.thread.start()
-
-  def _start(self, memory_limit_gb: float) -> None:
-    try:
-      self.handle = WorkerHandle(self.device_spec, memory_limit_gb, spare=True)
-    except Exception as e:  # pylint: disable=broad-except
-      print(f"[judge] no spare worker ({type(e).__name__}: {e})")
-
-
-_SPARE: _SpareStart | None = None
-
-
-def start_spare(spec: dict[str, Any]) -> None:
-  """Starts a worker for this process's next job (judge_host.py): from the worker server, with
-  the device's part of `spec` (a job's worker spec) only, so that its CUDA context is made
-  before the job comes, off that job's clock. It never runs anything of this job's or any
-  other; the next job for the same device takes it (take_spare), and one that is not taken
-  ends with this process."""
-  global _SPARE  # pylint: disable=global-statement
-  from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-  discard_spare()
-  _SPARE = _SpareStart({k: spec[k] for k in worker.DEVICE_KEYS if k in spec},
-                       spec["memory_limit_gb"])
-
-
-def take_spare(spec: dict[str, Any]) -> WorkerHandle | None:
-  """This process's spare worker, for a job with worker spec `spec` (None where there is none,
-  it is gone, or it was started for another device)."""
-  global _SPARE  # pylint: disable=global-statement
-  from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
-  spare, _SPARE = _SPARE, None
-  if spare is None:
-    return None
-  spare.thread.join(SPARE_JOIN_S)
-  handle = spare.handle
-  if spare.thread.is_alive() or handle is None:
-    return None
-  if (any(spec.get(k) != spare.device_spec.get(k) for k in worker.DEVICE_KEYS)
-      or not handle.proc.is_alive()):
-    handle.kill_descendants = False
-    handle.kill()
-    return None
-  return handle
-
-
-def discard_spare() -> None:
-  """Kills this process's spare worker, if it has one."""
-  global _SPARE  # pylint: disable=global-statement
-  spare, _SPARE = _SPARE, None
-  if spare is not None:
-    spare.thread.join(SPARE_JOIN_S)
-    if spare.handle is not None:
-      spare.handle.kill_descendants = False
-      spare.handle.kill()
-
-
-def _kept_pids() -> frozenset[int]:
-  """KEPT_PIDS and this process's spare worker."""
-  spare = _SPARE
-  handle = spare.handle if spare is not None else None
-  pid = handle.proc.pid if handle is not None else None
-  return KEPT_PIDS | ({pid} if pid else set())
-
-
 def _kill_descendants() -> None:
   """Kills every process this judge adopted (it is a child subreaper), e.g. daemons a candidate
   double-forked to outlive its worker and tamper with output written later."""
   try:
     import psutil  # pylint: disable=import-outside-toplevel
-    kept = _kept_pids()
     for p in psutil.Process().children(recursive=True):
-      if p.pid not in kept:
+      if p.pid not in KEPT_PIDS:
         with contextlib.suppress(psutil.Error):
           p.kill()
   except Exception:  # pylint: disable=broad-except
@@ -642,7 +495,6 @@ class Judge:
                       and (self.backend == "triton" or prebuild) and self._reference_unmeasured())
     self.go_gate = GoGate() if self.awaits_go else None
     self.worker_started = time.perf_counter()
-    self.worker_spec = spec
     self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
                                cfg.memory_limit_gb)
     self.verdict.evidence["worker_start"] = self.worker.start_method
@@ -757,11 +609,8 @@ class Judge:
       self._hand_over_thread.join()
     started = self.go_sent_at or self.worker_started
     remaining = cfg.build_timeout_s - (time.perf_counter() - started)
-    try:
-      built = self._expect(self.worker.wait(max(remaining, POLL_S), "build",
-                                            cfg.build_timeout_s), "build")
-    finally:
-      self._after_build()
+    built = self._expect(self.worker.wait(max(remaining, POLL_S), "build",
+                                          cfg.build_timeout_s), "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     v.evidence["startup_seconds"] = startup_seconds(built, self.worker_started, startup.seconds)
     if built.get("setup_gpu"):  # the GPU work of its import, which no hold covers
@@ -847,15 +696,6 @@ class Judge:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
-
-  def _after_build(self) -> None:
-    """AFTER_BUILD, whatever the build's outcome; its failure is printed, never the verdict's."""
-    if AFTER_BUILD is None or getattr(self, "worker_spec", None) is None:
-      return
-    try:
-      AFTER_BUILD(self.worker_spec)
-    except Exception as e:  # pylint: disable=broad-except
-      print(f"[judge] after the build: {type(e).__name__}: {e}")
 
   def _await_precompile(self) -> None:
     """Waits for the precompiler (within the build's deadline) before the GPU is taken, then
@@ -1121,7 +961,7 @@ class Judge:
       return
     self.go_sent_at = time.perf_counter()
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
-      self.worker.send({"cmd": "go"})
+      channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)
 
   def _degenerate_facts(self, seeds: list[int]) -> None:
     """The reference checks' findings (verdict.degenerate), once per judge: shared by another

@@ -31,7 +31,6 @@ socket to end it. The caller's connection stays with the server.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import json
 import multiprocessing
@@ -69,9 +68,7 @@ def _threads_ended(deadline_s: float) -> bool:
   """Whether every thread but the main one and the parent watch ended within `deadline_s`."""
   deadline = time.monotonic() + deadline_s
   for thread in threading.enumerate():
-    # (A spare worker's start may wait for the worker server's imports; the next job joins it.)
-    if (thread is threading.main_thread()
-        or thread.name in (judge.EXIT_WITH_PARENT, judge.SPARE_THREAD)):
+    if thread is threading.main_thread() or thread.name == judge.EXIT_WITH_PARENT:
       continue
     thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
@@ -125,8 +122,8 @@ def _running(pid: int) -> bool:
 
 
 class _WorkerServer:
-  """multiprocessing's forkserver for this process's later workers: started once the first
-  job's candidate is built, and again after any job that ended it (a worker can kill its parent), so that the one
+  """multiprocessing's forkserver for this process's later workers: started before the first
+  job, and again after any job that ended it (a worker can kill its parent), so that the one
   running is always among the processes kept (judge.KEPT_PIDS), not killed after every job."""
 
   def __init__(self, device: str):
@@ -139,41 +136,18 @@ class _WorkerServer:
     import psutil  # pylint: disable=import-outside-toplevel
     before = {p.pid for p in psutil.Process().children()}
     os.environ[DEVICE_ENV] = self.device
+    # Not in the last job's directory: its caller removes it, and an interpreter started in a
+    # removed directory fails before it runs anything.
+    os.chdir("/")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["kernelzero_jax.sandbox.worker_server_preload"])
+    # Spawns a fresh interpreter, which imports in the background; the first worker it forks
+    # waits for that. Its descriptors are the ones multiprocessing passes, none of a job's.
     from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
-    # Not in a job's directory: its caller removes it, and an interpreter started in a removed
-    # directory fails before it runs anything. And not with a job's stdin, its caller's secret
-    # (unread until the job's end). Both are the job's again afterwards.
-    try:
-      cwd: str | None = os.getcwd()
-    except OSError:  # removed already
-      cwd = None
-    stdin = os.dup(0)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    try:
-      os.chdir("/")
-      os.dup2(devnull, 0)
-      # Spawns a fresh interpreter, which imports in the background; the first worker it forks
-      # waits for that. Its other descriptors are the ones multiprocessing passes.
-      forkserver.ensure_running()  # (reaps a dead one and starts another)
-    finally:
-      os.dup2(stdin, 0)
-      os.close(stdin)
-      os.close(devnull)
-      if cwd is not None:
-        with contextlib.suppress(OSError):
-          os.chdir(cwd)
+    forkserver.ensure_running()  # (reaps a dead one and starts another)
     started = {p.pid for p in psutil.Process().children()} - before
     self.pids = frozenset({pid for pid in self.pids if _running(pid)} | started)
     judge.KEPT_PIDS = self.pids
-
-
-def _prepare_next_job(server: _WorkerServer, worker_spec: dict) -> None:
-  """judge.AFTER_BUILD of a job that another may follow: the worker server, and a spare
-  worker from it for the next job."""
-  server.start()
-  judge.start_spare(worker_spec)
 
 
 def _next_request(control: socket.socket) -> tuple[dict, int] | None:
@@ -192,6 +166,12 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   judge.become_subreaper()
   judge.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
+  if max_jobs > 1:
+    # Now, before the first job: its interpreter imports torch for 5 s on an idle H200 machine
+    # and 8-11 s in a busy batch, which a second job's worker waited for when the server started
+    # after the first job (a batch of 70 on an H200). The first job's workers are forked anyway;
+    # and this process has no job's descriptors yet for the server to inherit.
+    server.start()
   jobs = 0
   while True:
     jobs += 1
@@ -199,13 +179,6 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
     same_device = zygote.job_facts(request["job_path"])[0] == device
     judge.WORKER_START = ("spawn" if not same_device
                           else "fork" if jobs == 1 else "forkserver")
-    # Once this job's candidate is built, the next job's worker starts (a spare): its CUDA
-    # context is then made while this job checks and times, not after the next job came. The
-    # worker server starts then too, in the first job: its interpreter imports torch (5 s on an
-    # idle H200 machine, 8-11 s in a busy batch), which before the first job took the CPU from
-    # the first wave's builds (a batch of 70 on an H200: builds 2.6x as long).
-    judge.AFTER_BUILD = (functools.partial(_prepare_next_job, server)
-                         if same_device and jobs < max_jobs else None)
     _redirect(request, secret_fd)
     judged = judge.judge_job_file(request["job_path"], request["result_path"], jobs)
     if jobs >= max_jobs or not judged:

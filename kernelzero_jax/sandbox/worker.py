@@ -36,9 +36,6 @@ PREBUILD = "prebuild"
 # A candidate's Triton cache, in its directory: its own, shared by its worker and precompiler.
 TRITON_CACHE = "triton_cache"
 _PR_SET_PDEATHSIG = 1
-# A worker started before its job (judge.start_spare), with only these keys of a job's spec.
-SPARE = "spare"
-DEVICE_KEYS = ("device", "gpu_memory_fraction", "startup_fence", "memory_limit_gb")
 
 
 def _error_tail(exc: BaseException, limit: int = 12) -> str:
@@ -54,16 +51,14 @@ def output_file(spec: dict[str, Any], name: str) -> str:
   return os.path.join(spec["workdir"], (f"{role}_" if role else "") + name)
 
 
-def _setup_process(spec: dict[str, Any], spare: bool = False) -> None:
+def _setup_process(spec: dict[str, Any]) -> None:
   """Own session, own directory, own input and output files, limits; all before torch/triton
-  load (or, in a worker forked from a warm judge or started ahead as a spare, before the
-  candidate's code runs). `spare`: a spare worker's, which _setup_spare_process began."""
-  if not spare:
-    os.setsid()
-    # The judge's stdin carries the caller's secret, read by the judge only at the very end.
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
+  load (or, in a worker forked from a warm judge, before the candidate's code runs)."""
+  os.setsid()
+  # The judge's stdin carries the caller's secret, read by the judge only at the very end.
+  devnull = os.open(os.devnull, os.O_RDONLY)
+  os.dup2(devnull, 0)
+  os.close(devnull)
   workdir = spec["workdir"]
   os.makedirs(workdir, exist_ok=True)
   os.chdir(workdir)
@@ -91,27 +86,11 @@ def _setup_process(spec: dict[str, Any], spare: bool = False) -> None:
   if spec.get("nice"):  # a process that only builds yields the CPU to those that time
     os.nice(int(spec["nice"]))
   os.environ["HOME"] = workdir
-  _die_with_parent()
-
-
-def _die_with_parent() -> None:
-  try:  # die with the judge (or its worker server), whatever happens to it
+  try:  # die with the judge, whatever happens to it
     import ctypes  # pylint: disable=import-outside-toplevel
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
   except Exception:  # pylint: disable=broad-except
     pass
-
-
-def _setup_spare_process() -> None:
-  """A spare worker's own session, with no input or output until its job names its files."""
-  os.setsid()
-  devnull = os.open(os.devnull, os.O_RDWR)
-  for fd in (0, 1, 2):
-    os.dup2(devnull, fd)
-  os.close(devnull)
-  os.chdir("/")
-  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-  _die_with_parent()
 
 
 class _Worker:
@@ -124,76 +103,48 @@ class _Worker:
     # Seconds of each start-up step, in order, for the judge's evidence["startup_seconds"].
     self.startup = V.StepClock(self.entered_at)
     self.startup.lap("setup")
-    self.conn = conn
-    self._start_device(spec)
-    self._take_job(spec)
-
-  @classmethod
-  def spare(cls, conn, device_spec: dict[str, Any], entered_at: float) -> "_Worker":
-    """A worker started ahead of its job (SPARE in device_spec; judge.start_spare): its
-    imports, its CUDA context and its observers now, the job in take_spare_job."""
-    self = cls.__new__(cls)
-    self.entered_at = entered_at
-    self.startup = V.StepClock(entered_at)
-    self.startup.lap("setup")
-    self.conn = conn
-    self._start_device(device_spec)
-    return self
-
-  def take_spare_job(self, spec: dict[str, Any], arrived_at: float) -> None:
-    """The job of a spare worker, which arrived at `arrived_at`: its start-up steps so far
-    (before the job, off the judge's clock) are reported as spare_<step>."""
-    spare_steps = {f"spare_{k}": x for k, x in self.startup.seconds.items()}
-    self.entered_at = arrived_at
-    self.startup = V.StepClock(arrived_at)
-    self.startup.seconds.update(spare_steps)
-    self._take_job(spec)
-
-  def _start_device(self, spec: dict[str, Any]) -> None:
-    """What does not depend on the candidate: imports, the device, the observers."""
     import torch  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import evidence, problem, timing  # pylint: disable=import-outside-toplevel
     self.torch, self.evidence, self.problem, self.timing = torch, evidence, problem, timing
     self.startup.lap("imports")
+    self.conn = conn
+    self.spec = spec
+    self.backend = spec["backend"]
     self.device = torch.device(spec["device"])
     torch.set_grad_enabled(False)
     # The start-up's driver work (the CUDA context, the timer's buffer, the profiler) with the
     # GPU's start-up fence taken shared, apart from other judges' timings (gpu_fence.py).
-    with contextlib.ExitStack() as fence:
-      if spec.get("startup_fence") and self.device.type == "cuda":
-        from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
-        device_index, lock_dir, *slots = spec["startup_fence"]
-        fence.enter_context(gpu_fence.startup_fence(
-            device_index, False, lock_dir, startup_slots=int(slots[0]) if slots else 0))
-        self.startup.lap("fence")
-      if self.device.type == "cuda":
-        torch.cuda.set_device(self.device)
-        torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
-        self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
-        self.timer = timing.Timer(self.device)
-      self.startup.lap("device")
-      self.ops = evidence.OpRecorder()
-      self.launches = evidence.LaunchRecorder()
-      self.launches.op_recorder = self.ops
-      self.hooks = evidence.install_triton_launch_hook(self.launches)
-      if self.device.type == "cpu":
-        _make_autotune_work_in_interpreter()
-      self._warm_up_observers()
-      if self.device.type == "cuda":
-        torch.cuda.synchronize(self.device)
-    self.startup.lap("observers")
-
-  def _take_job(self, spec: dict[str, Any]) -> None:
-    """What depends on the candidate's job, up to its build (serve)."""
-    self.spec = spec
-    self.backend = spec["backend"]
+    fence = contextlib.ExitStack()
+    if spec.get("startup_fence") and self.device.type == "cuda":
+      from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+      device_index, lock_dir, *slots = spec["startup_fence"]
+      fence.enter_context(gpu_fence.startup_fence(device_index, False, lock_dir,
+                                                  startup_slots=int(slots[0]) if slots else 0))
+      self.startup.lap("fence")
+    if self.device.type == "cuda":
+      torch.cuda.set_device(self.device)
+      torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)
+      self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
+      self.timer = timing.Timer(self.device)
+    self.startup.lap("device")
     self.build_log: list[str] = []
     self._load_inline = None  # torch's own, while fast_build's wraps it
     if spec.get("fast_build"):  # before the candidate imports load_inline
       self._wrap_load_inline(lite=True)
-    self.reference = self.problem.load_module(spec["reference_source"], "kz_reference_inputs")
-    self.problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
+    self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
+    problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
     self.startup.lap("reference")
+    self.ops = evidence.OpRecorder()
+    self.launches = evidence.LaunchRecorder()
+    self.launches.op_recorder = self.ops
+    self.hooks = evidence.install_triton_launch_hook(self.launches)
+    if self.device.type == "cpu":
+      _make_autotune_work_in_interpreter()
+    self._warm_up_observers()
+    if self.device.type == "cuda":
+      torch.cuda.synchronize(self.device)
+    fence.close()
+    self.startup.lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
     # A precompiler or prebuilder shares the worker's directory (its Triton cache, its
     # extensions) but not its source file.
@@ -203,7 +154,7 @@ class _Worker:
     self.candidate_path = os.path.join(folder, "candidate.py")
     self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
     self.guard.install()
-    self.integrity = self.evidence.IntegritySnapshot({
+    self.integrity = evidence.IntegritySnapshot({
         "_thread.start_new_thread": __import__("_thread").start_new_thread})
     self.model = None
     self.constructed: tuple[int, Any] | None = None  # (seed, ModelNew on the CPU): construct()
@@ -520,54 +471,15 @@ def _make_autotune_work_in_interpreter() -> None:
     autotuner.Autotuner.do_bench = property(lambda self: bench_once)
 
 
-def _spare_until_its_job(conn, device_spec: dict[str, Any], entered_at: float):
-  """A spare worker through its device's start-up and its job's arrival (None: no job came, the
-  judge is done with it, or its start-up failed). It tells the judge {SPARE: "ready"} or
-  {SPARE: "failed", "error": ...} first, before anything about its job."""
-  _setup_spare_process()
-  try:
-    worker = _Worker.spare(conn, device_spec, entered_at)
-  except Exception as e:  # pylint: disable=broad-except
-    # The judge starts another worker for the job then (judge.WorkerHandle.wait), and kills
-    # this one (it waits for that, or for the judge's end).
-    channel.send(conn, {SPARE: "failed", "error": _error_tail(e)}, by_value=True)
-    with contextlib.suppress(Exception):
-      channel.recv(conn)
-    return None
-  channel.send(conn, {SPARE: "ready"}, by_value=True)
-  try:
-    msg = channel.recv(conn)
-  except (EOFError, OSError):
-    return None
-  arrived_at = time.perf_counter()
-  if not isinstance(msg, dict) or msg.get("cmd") != "job":
-    return None
-  spec = msg["spec"]
-  for key in DEVICE_KEYS:  # the judge matched them (judge.take_spare): a mismatch is its bug
-    if spec.get(key) != device_spec.get(key):
-      raise RuntimeError(f"a spare worker for {key}={device_spec.get(key)!r} got a job with "
-                         f"{key}={spec.get(key)!r}")
-  _setup_process(spec, spare=True)
-  worker.take_spare_job(spec, arrived_at)
-  return worker
-
-
 def worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...] = ()) -> None:
   """Entry point of the worker process. `inherited_fds`: descriptors a forked worker got from
-  its judge and must not keep (the judge's end of the pipe). A spare (spec[SPARE]: the device's
-  part of a spec only) starts its device, then waits for {"cmd": "job", "spec": ...}: one job,
-  the first and only candidate it ever runs."""
+  its judge and must not keep (the judge's end of the pipe)."""
   entered_at = time.perf_counter()
   try:
     for fd in inherited_fds:
       os.close(fd)
-    if spec.get(SPARE):
-      worker = _spare_until_its_job(conn, spec, entered_at)
-      if worker is None:
-        return
-    else:
-      _setup_process(spec)
-      worker = _Worker(conn, spec, entered_at)
+    _setup_process(spec)
+    worker = _Worker(conn, spec, entered_at)
   except BaseException as e:  # pylint: disable=broad-except
     channel.send(conn, {"ok": False, "status": V.RUNTIME_ERROR,
                         "error": "worker setup failed: " + _error_tail(e), "setup": True},
