@@ -70,9 +70,8 @@ def _worker_of(server_pid: int, deadline_s: float = 60.0) -> psutil.Process:
 def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_after():
   # Two hanging candidates, one at a time: both are judged by one judge process. The first's
   # worker is forked by the judge (it had no CUDA context or secret yet); the second's by the
-  # worker server, a fresh interpreter the judge started before its first job (so that its
-  # imports are done by the second), not by the judge. Neither holds the judge's line to the
-  # warm server.
+  # worker server, a fresh interpreter the judge started, not by the judge. Neither holds the
+  # judge's line to the warm server.
   seen = []
   with SandboxPool(CONFIG, max_parallel=1) as pool:
     out = []
@@ -87,9 +86,6 @@ def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_af
       worker = _worker_of(server)
       parent = worker.parent()
       seen.append((worker.pid, parent.pid, parent.cmdline(), _sockets(worker.pid)))
-      if len(seen) == 1:  # the judge started its worker server before its first job
-        servers_in_first_job = [p for p in parent.children()
-                                if "forkserver" in " ".join(p.cmdline())]
       while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
         time.sleep(0.05)
     thread.join(timeout=120)
@@ -103,7 +99,6 @@ def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_af
   (_, first_parent, _, first_sockets), (_, second_parent, second_cmd, second_sockets) = seen
   assert first_parent == judge_pid
   assert second_parent != judge_pid and "forkserver" in " ".join(second_cmd), second_cmd
-  assert [p.pid for p in servers_in_first_job] == [second_parent]
   # the judge's control socket to the warm server (held all along) is in neither worker
   assert judge_sockets and not judge_sockets & (first_sockets | second_sockets)
 

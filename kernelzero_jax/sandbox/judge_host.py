@@ -122,7 +122,7 @@ def _running(pid: int) -> bool:
 
 
 class _WorkerServer:
-  """multiprocessing's forkserver for this process's later workers: started before the first
+  """multiprocessing's forkserver for this process's later workers: started after the first
   job, and again after any job that ended it (a worker can kill its parent), so that the one
   running is always among the processes kept (judge.KEPT_PIDS), not killed after every job."""
 
@@ -166,12 +166,6 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   judge.become_subreaper()
   judge.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
-  if max_jobs > 1:
-    # Now, before the first job: its interpreter imports torch for 5 s on an idle H200 machine
-    # and 8-11 s in a busy batch, which a second job's worker waited for when the server started
-    # after the first job (a batch of 70 on an H200). The first job's workers are forked anyway;
-    # and this process has no job's descriptors yet for the server to inherit.
-    server.start()
   jobs = 0
   while True:
     jobs += 1
@@ -189,7 +183,10 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
     sys.stderr.flush()
     if not settled:
       return 0
-    server.start()  # again, where a worker of the last job killed it
+    # After the first job, not before it: its imports (a fresh interpreter's torch) took the
+    # CPU from the first wave's builds there (a batch of 70 CUDA candidates on an H200: their
+    # prebuilds 2.6x as long). Again after any job whose worker killed it.
+    server.start()
     try:
       control.sendall(json.dumps({"done": 0}).encode() + b"\n")
     except OSError:
