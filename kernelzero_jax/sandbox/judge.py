@@ -838,10 +838,9 @@ class Judge:
       yield  # (held already: a timing's steps within a timing's hold)
       return
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+    slots = self.cfg.startups_at_once if slot else 0
     with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
-                                 holding_gpu=holding_gpu,
-                                 startup_slots=self.cfg.startups_at_once if slot else 0
-                                 ) as waited:
+                                 holding_gpu=holding_gpu, startup_slots=slots) as waited:
       waits = self.verdict.evidence.setdefault("fence_wait_s", {})
       waits[name] = round(waits.get(name, 0.0) + waited, 4)
       self._fence_held = True
