@@ -35,8 +35,9 @@ with `onejob`, a judge process (and its CUDA context) for every candidate instea
 several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
 --timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run);
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
-start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit).
-The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
+start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit);
+with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates_per_worker,
+worker_state.py) instead of one. The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
@@ -82,10 +83,11 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN][:fN]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN][:fN][:wN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
+WORKER_TOKEN = re.compile(r"w[1-9]\d*")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -207,6 +209,8 @@ class BenchPath(NamedTuple):
   parallel: int | None = None  # judges at once (None: --max_parallel's)
   # start-ups inside the fence at once (None: SandboxConfig.startups_at_once's)
   startups_at_once: int | None = None
+  # candidates one worker serves in turn (None: SandboxConfig.candidates_per_worker's)
+  candidates_per_worker: int | None = None
 
 
 def parse_path(path: str) -> BenchPath:
@@ -217,10 +221,11 @@ def parse_path(path: str) -> BenchPath:
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
   not kept apart from timings; `onejob`: a judge process per candidate; `fN`: at most N
-  start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once)."""
+  start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
+  `wN`: a worker serving up to N candidates)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
-  flags_given, target, parallel, startups = set(), None, None, None
+  flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -231,6 +236,8 @@ def parse_path(path: str) -> BenchPath:
       parallel = int(extra.pop()[1:])
     elif STARTUPS_TOKEN.fullmatch(token) and startups is None:
       startups = int(extra.pop()[1:])
+    elif WORKER_TOKEN.fullmatch(token) and per_worker is None:
+      per_worker = int(extra.pop()[1:])
     else:
       break
   concurrency = None
@@ -249,7 +256,7 @@ def parse_path(path: str) -> BenchPath:
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
                    "nosetup" not in flags_given, "nofence" not in flags_given,
-                   "onejob" not in flags_given, parallel, startups)
+                   "onejob" not in flags_given, parallel, startups, per_worker)
 
 
 def _median(values: list[float]) -> float | None:
@@ -277,7 +284,25 @@ def judge_processes(rows: list[dict]) -> dict[str, Any]:
   seconds = lambda found: _median([d for d in found if isinstance(d, (int, float))])
   return {"jobs": jobs, "processes": len(pids), "later_jobs": len(later),
           "worker_starts": dict(sorted(starts.items())),
-          "first_device_s": seconds(first), "later_device_s": seconds(later)}
+          "first_device_s": seconds(first), "later_device_s": seconds(later),
+          "kept_workers": kept_workers(rows)}
+
+
+def kept_workers(rows: list[dict]) -> dict[str, Any]:
+  """What the kept workers' looks at themselves found (evidence["worker_reuse"]): how many
+  served the next job, the medians of the look (the judge's wait, the worker's own check), and
+  the commonest reasons one was not kept."""
+  looks = [(r.get("evidence") or {}).get("worker_reuse") for r in rows]
+  looks = [look for look in looks if isinstance(look, dict)]
+  reasons: dict[str, int] = {}
+  for look in looks:
+    for reason in look.get("drift") or []:
+      reasons[reason[:160]] = reasons.get(reason[:160], 0) + 1
+  return {"looked": len(looks), "kept": sum(bool(look.get("kept")) for look in looks),
+          "park_s": _median([look["park_s"] for look in looks if look.get("park_s") is not None]),
+          "check_s": _median([look["check_s"] for look in looks
+                              if isinstance(look.get("check_s"), (int, float))]),
+          "not_kept_because": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:4])}
 
 
 def run() -> dict:
@@ -326,7 +351,11 @@ def run() -> dict:
                                      else path.startups_at_once),
                                  jobs_per_judge_process=(
                                      base.jobs_per_judge_process if path.judges_serve_several
-                                     else 1))
+                                     else 1),
+                                 candidates_per_worker=(
+                                     base.candidates_per_worker
+                                     if path.candidates_per_worker is None
+                                     else path.candidates_per_worker))
     parallel = path.parallel or _PARALLEL.value
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
@@ -404,6 +433,8 @@ def run() -> dict:
           f"'device' (its CUDA context) median {served['first_device_s']} s in first jobs, "
           f"{served['later_device_s']} s in later ones; workers started by "
           f"{served['worker_starts']}")
+    if served["kept_workers"]["looked"]:
+      print(f"kept workers: {json.dumps(served['kept_workers'])}")
     if clock["samples"]:
       print(f"GPU clocks ({clock['samples']} samples): {clock['run']}; timed copies over "
             f"their copies' median by more than 10%, with the clocks of their timing hold and "

@@ -293,7 +293,7 @@ def test_a_forked_worker_takes_its_own_temporary_directory(tmp_path):
 def test_startup_seconds_add_up_to_the_build_stage(both):
   """Every built candidate's verdict says where the time up to the build went: the worker's steps
   in order, which together end before the judge had the build, and the judge's own."""
-  worker_steps = ["start", "setup", "imports", "device", "reference", "observers", "guard",
+  worker_steps = ["start", "setup", "imports", "device", "observers", "guard", "reference",
                   "candidate_import"]
   for launcher, verdicts in both.items():
     built = [v for v in verdicts.values() if "build" in v.stage_seconds]
@@ -500,7 +500,15 @@ def test_the_throughput_benchmark_counts_jobs_per_judge_process():
   rows = [row(7, 1, 9.0, "fork"), row(7, 2, 0.0, "forkserver"), row(7, 3, 0.5, "forkserver"),
           row(8, 1, 7.0, "fork"), row(8, 2, 0.25, "spawn"),
           {"evidence": {}}, {"evidence": None}]  # verdicts no judge wrote
+  # Two looks of kept workers (SandboxConfig.candidates_per_worker): one kept, one not.
+  rows[1]["evidence"]["worker_reuse"] = {"served": 1, "drift": [], "park_s": 0.3, "check_s": 0.2,
+                                         "kept": True}
+  rows[2]["evidence"]["worker_reuse"] = {"served": 2, "drift": ["a thread"], "park_s": 0.5,
+                                         "check_s": 0.4, "kept": False}
+  rows[2]["evidence"]["worker_start"] = "kept"
   assert judge_processes(rows) == {
       "jobs": 5, "processes": 2, "later_jobs": 3,
-      "worker_starts": {"fork": 2, "forkserver": 2, "spawn": 1},
-      "first_device_s": 8.0, "later_device_s": 0.25}
+      "worker_starts": {"fork": 2, "forkserver": 1, "kept": 1, "spawn": 1},
+      "first_device_s": 8.0, "later_device_s": 0.25,
+      "kept_workers": {"looked": 2, "kept": 1, "park_s": 0.4, "check_s": 0.3,
+                       "not_kept_because": {"a thread": 1}}}

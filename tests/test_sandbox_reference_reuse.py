@@ -168,7 +168,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   path = lambda name, **fields: BenchPath(name, name.split(":")[0], True, True, None, 0)._replace(
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
-  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 7 + (None, None)
+  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -223,6 +223,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:nofence:t0.25", lite=3, timing_target_s=0.25, fenced=False)
   assert parse_path("zygote:lite_pch:gpu4:p48") == path("zygote:lite_pch:gpu4:p48", lite=3,
                                                         concurrency=4, parallel=48)
+  assert parse_path("zygote:lite_pch:gpu4:w8:f2") == path("zygote:lite_pch:gpu4:w8:f2", lite=3,
+                                                          concurrency=4, startups_at_once=2,
+                                                          candidates_per_worker=8)
   assert parse_path("zygote:lite_pch:onejob:p48") == path(
       "zygote:lite_pch:onejob:p48", lite=3, judges_serve_several=False, parallel=48)
   assert parse_path("zygote:lite_pch:f0:onejob") == path(

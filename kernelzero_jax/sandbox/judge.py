@@ -60,6 +60,18 @@ KEPT_PIDS: frozenset[int] = frozenset()
 # Devices this process has warmed up (warm_up_device): once per process, since a judge process
 # that serves several jobs (judge_host.py) keeps its kernels and cuBLAS handle.
 WARMED_UP: set[str] = set()
+# Whether this process serves further jobs (judge_host.py), so that it may keep a worker for the
+# next one (SandboxConfig.candidates_per_worker).
+KEEP_WORKERS = False
+# The worker kept after the last job, stopped: {"handle", "key", "served"} (Judge._keep_worker).
+PARKED: dict[str, Any] | None = None
+# Fields of a worker's spec that differ from candidate to candidate (a kept worker takes them
+# with the next candidate); every other field must match for a kept worker to serve a job.
+PER_CANDIDATE_SPEC = frozenset({"workdir", "candidate_source", "reference_source",
+                                "own_kernel_names", "await_go", "startup_fence",
+                                "setup_kernel_ms_limit", "extension_suffix"})
+# How long a kept worker gets to look itself over before the next candidate (worker.park).
+PARK_TIMEOUT_S = 30.0
 
 
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
@@ -164,6 +176,22 @@ class WorkerHandle:
     except OSError:
       return ""
 
+  def next_candidate(self, spec: dict[str, Any]) -> None:
+    """Gives a kept worker (worker.serve) its next candidate."""
+    from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
+    self.stderr_path = worker.output_file(spec, "stderr.txt")
+    self.start_method = "kept"
+    channel.send(self.conn, {"cmd": "next", "spec": spec}, by_value=True)
+
+  def stop(self) -> None:
+    """Stops the worker (SIGSTOP): nothing of it runs until resume."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+      os.killpg(self.proc.pid, signal.SIGSTOP)
+
+  def resume(self) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+      os.killpg(self.proc.pid, signal.SIGCONT)
+
   def kill(self) -> None:
     """Kills the worker's process group and (see __init__) every other process the judge
     adopted; whatever is left goes when the judge ends (Judge.run)."""
@@ -206,14 +234,62 @@ def finish_side_worker(handle: WorkerHandle, wait_s: float, stage: str,
 def _kill_descendants() -> None:
   """Kills every process this judge adopted (it is a child subreaper), e.g. daemons a candidate
   double-forked to outlive its worker and tamper with output written later."""
+  kept = KEPT_PIDS | ({PARKED["handle"].proc.pid} if PARKED else set())
   try:
     import psutil  # pylint: disable=import-outside-toplevel
     for p in psutil.Process().children(recursive=True):
-      if p.pid not in KEPT_PIDS:
+      if p.pid not in kept:
         with contextlib.suppress(psutil.Error):
           p.kill()
   except Exception:  # pylint: disable=broad-except
     pass
+
+
+def worker_key(spec: dict[str, Any]) -> str:
+  """What a kept worker must share with a job's spec to serve it (all but PER_CANDIDATE_SPEC)."""
+  return json.dumps({k: v for k, v in spec.items() if k not in PER_CANDIDATE_SPEC},
+                    sort_keys=True, default=repr)
+
+
+def take_kept_worker(key: str) -> tuple[WorkerHandle | None, dict[str, Any] | None]:
+  """The worker kept after the last job, if it was made for `key`, is alive and finds nothing
+  of its last candidate left (worker.park), with what its park found ({"served": candidates it
+  served, "drift": what it found left, "park_s"}; None where none was kept). Any other is
+  killed. Either way none is kept after this."""
+  global PARKED
+  parked, PARKED = PARKED, None
+  if parked is None:
+    return None, None
+  handle, t0 = parked["handle"], time.perf_counter()
+  info = {"served": parked["served"], "drift": []}
+  handle.kill_descendants = False  # the job's builders may have started (_start_worker)
+  if parked["key"] != key:
+    info["drift"] = ["the kept worker was made for another device, backend or build"]
+  elif not handle.proc.is_alive():
+    info["drift"] = ["the kept worker is gone"]
+  else:
+    handle.resume()
+    try:
+      reply = handle.request({"cmd": "park"}, PARK_TIMEOUT_S, "park")
+      info["drift"] = list(reply.get("drift") or (
+          [] if reply.get("reusable") else ["the kept worker declined"]))
+      info["check_s"] = reply.get("seconds")  # the worker's own look at itself
+    except StageFailure as f:
+      info["drift"] = [f.reason]
+  info["park_s"] = round(time.perf_counter() - t0, 3)
+  if info["drift"]:
+    handle.kill()
+    return None, info
+  handle.kill_descendants = True
+  return handle, info
+
+
+def end_kept_worker() -> None:
+  """Kills the worker kept for a next job (the process serves no more)."""
+  global PARKED
+  parked, PARKED = PARKED, None
+  if parked is not None:
+    parked["handle"].kill()
 
 
 def _describe_exit(code: int | None) -> str:
@@ -418,10 +494,40 @@ class Judge:
     # This judge's start-up steps in order (evidence["startup_seconds"]["judge"]): the static
     # checks and its worker's start (run), then its own device and reference (_evaluate).
     self.startup = V.StepClock()
+    # Candidates this judge's worker served, this one included (1: a new worker; more: a kept
+    # one, SandboxConfig.candidates_per_worker); 0 before it has one.
+    self.worker_serves = 0
+    self.worker_key: str | None = None
+    self.keep_worker = False  # whether the worker is kept for the next job (_post_check)
+    # Input seeds: from the config's seed alone, unless workers serve several candidates: then
+    # every judge draws its own, so that nothing one candidate left in a worker (its outputs,
+    # say) matches the inputs of the next.
+    self.base_seed = self.cfg.seed * 1_000_003
+    if self.cfg.candidates_per_worker > 1:
+      self.base_seed += 2_000_006 * (1 + int.from_bytes(os.urandom(4), "little"))
 
   # -- entry ---------------------------------------------------------------------------------
 
   def run(self) -> V.Verdict:
+    try:
+      verdict = self._run()
+    except Exception as e:  # pylint: disable=broad-except
+      if self.worker_serves <= 1:
+        raise  # the judge's own failure (judge_job_file reports it)
+      # (On an H200 a judge beside kept workers ran out of GPU memory once.)
+      verdict = V.Verdict(status=V.RUNTIME_ERROR, backend=self.backend, stage=self.verdict.stage,
+                          reasons=[f"judge failed: {type(e).__name__}: {e}"[:500]])
+    if self.worker_serves > 1 and verdict.status != V.CORRECT:
+      # What a kept worker's last candidate left could have caused the failure: judged again
+      # in a worker of its own, whose verdict stands.
+      again = Judge(dict(self.job, fresh_worker=True)).run()
+      again.evidence["judged_again"] = {"status": verdict.status, "stage": verdict.stage,
+                                        "reasons": verdict.reasons[:3],
+                                        "worker_serves": self.worker_serves}
+      return again
+    return verdict
+
+  def _run(self) -> V.Verdict:
     v = self.verdict
     try:
       v.stage = "static"
@@ -495,27 +601,50 @@ class Judge:
                       and (self.backend == "triton" or prebuild) and self._reference_unmeasured())
     self.go_gate = GoGate() if self.awaits_go else None
     self.worker_started = time.perf_counter()
-    self.worker = WorkerHandle(dict(spec, await_go=True) if prebuild or self.awaits_go else spec,
-                               cfg.memory_limit_gb)
-    self.verdict.evidence["worker_start"] = self.worker.start_method
+    if KEEP_WORKERS and cfg.candidates_per_worker > 1 and not self.job.get("fresh_worker"):
+      spec["candidates_per_worker"] = cfg.candidates_per_worker
+      # Extension names of this candidate's own (worker._renamed), its prebuilder's too.
+      spec["extension_suffix"] = "_kz" + os.urandom(4).hex()
+      self.worker_key = worker_key(spec)
+    worker_spec = dict(spec, await_go=True) if prebuild or self.awaits_go else spec
+    # A kept worker looks itself over first (take_kept_worker, a few tenths of a second): its
+    # builders start before that; a new worker's start beside them, as it always has.
+    builders_first = self.worker_key is not None and PARKED is not None
+    if builders_first:
+      self._start_builders(spec, prebuild)
+    kept, reuse = take_kept_worker(self.worker_key) if self.worker_key else (None, None)
+    if kept is not None:
+      kept.next_candidate(worker_spec)
+      self.worker, self.worker_serves = kept, reuse["served"] + 1
+    else:
+      self.worker, self.worker_serves = WorkerHandle(worker_spec, cfg.memory_limit_gb), 1
+    if reuse is not None:
+      self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
+    self.verdict.evidence["worker_start"] = ("kept" if kept is not None
+                                             else self.worker.start_method)
     if self.awaits_go and not prebuild:
       self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
       self._go_timer.daemon = True
       self._go_timer.start()
-    # A worker beside the worker that only builds: on no GPU, niced (SandboxConfig.build_nice)
-    # where other judges may be timing meanwhile (alone, its build is this judge's critical
-    # path), and killing it leaves the candidate's worker alone.
+    if not builders_first:
+      self._start_builders(spec, prebuild)
+    if prebuild:  # the worker builds once its prebuilder is done
+      self._start_hand_over()
+
+  def _start_builders(self, spec: dict[str, Any], prebuild: bool) -> None:
+    """Workers beside the worker that only build: on no GPU, niced (SandboxConfig.build_nice)
+    where other judges may be timing meanwhile (alone, its build is this judge's critical
+    path), and killing one leaves the candidate's worker alone."""
+    cfg = self.cfg
+    from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     nice = cfg.build_nice if int(self.job.get("judges_at_once") or 1) > 1 else 0
     builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice),
                                         cfg.memory_limit_gb, kill_descendants=False)
     if prebuild:
-      from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one sets itself up: the candidate's extensions built into
-      # the directory they share; the worker builds once this is done (_start_hand_over).
+      # the directory they share (_start_hand_over).
       self.prebuilder = builder(worker.PREBUILD)
-      self._start_hand_over()
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_precompile:
-      from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
       # Beside the worker, while that one starts its CUDA context: the candidate's kernels
       # compiled into the cache they share.
       self.precompiler = builder(worker.PRECOMPILE)
@@ -653,7 +782,7 @@ class Judge:
     slots = cfg.gpu_concurrency if cuda else 1
     hold = lambda exclusive, width=1: (self._gpu_hold(slots, exclusive, width) if cuda
                                        else contextlib.nullcontext())
-    base = cfg.seed * 1_000_003
+    base = self.base_seed
     # From the build's end to the first hold's request: construction, joins, the fused
     # comparison's load (none of it holds the GPU).
     v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
@@ -696,6 +825,7 @@ class Judge:
       v.speedup_vs_compile = v.compile_ms / v.candidate_ms
     v.stage = "done"
     v.status = V.CORRECT
+    self._keep_worker()
 
   def _await_precompile(self) -> None:
     """Waits for the precompiler (within the build's deadline) before the GPU is taken, then
@@ -932,7 +1062,7 @@ class Judge:
       if construct is not None and construct.is_alive():
         evidence["skipped"] = "the reference's second construction was still running"
         return
-      base = cfg.seed * 1_000_003
+      base = self.base_seed
       with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
         if not held:
           return
@@ -993,11 +1123,34 @@ class Judge:
     self.verdict.stage = "post_check"
     self._check_seed(base + 999_983, profile=True, stage="post_check")
     with self._step("cleanup"):
-      self.worker.kill()
-      self.worker = None
+      self._drop_or_kill_worker()
       del self.ref_model
       if self.device.type == "cuda":
         self.torch.cuda.empty_cache()
+
+  def _drop_or_kill_worker(self) -> None:
+    """After a correct candidate's last check, under its hold: the worker gives its GPU memory
+    back and is kept for the next job (_keep_worker), where it may serve more; otherwise it is
+    killed, as it always is after a failure."""
+    cfg = self.cfg
+    if self.worker_key and self.worker_serves < cfg.candidates_per_worker:
+      try:
+        self.keep_worker = bool(self.worker.request(
+            {"cmd": "drop"}, cfg.correctness_timeout_s, "cleanup").get("ok"))
+      except StageFailure:
+        self.keep_worker = False
+    if not self.keep_worker:
+      self.worker.kill()
+      self.worker = None
+
+  def _keep_worker(self) -> None:
+    """Stops the worker and keeps it for the next job (take_kept_worker looks it over then):
+    stopped, nothing of it runs while this judge writes its verdict."""
+    global PARKED
+    if self.keep_worker and self.worker is not None:
+      handle, self.worker = self.worker, None
+      handle.stop()
+      PARKED = {"handle": handle, "key": self.worker_key, "served": self.worker_serves}
 
   def _expect(self, reply: dict[str, Any], stage: str) -> dict[str, Any]:
     if not reply.get("ok"):

@@ -166,9 +166,20 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   judge.become_subreaper()
   judge.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
+  try:
+    return _serve(request, secret_fd, control, device, max_jobs, server)
+  finally:
+    judge.end_kept_worker()
+
+
+def _serve(request: dict, secret_fd: int, control: socket.socket, device: str, max_jobs: int,
+           server: _WorkerServer) -> int:
   jobs = 0
   while True:
     jobs += 1
+    # A job's worker may be kept for the next (SandboxConfig.candidates_per_worker), not after
+    # the last.
+    judge.KEEP_WORKERS = jobs < max_jobs
     # A job for another device gets a spawned worker (this process's triton mode is not its).
     same_device = zygote.job_facts(request["job_path"])[0] == device
     judge.WORKER_START = ("spawn" if not same_device
@@ -183,6 +194,7 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
     sys.stderr.flush()
     if not settled:
       return 0
+    # (A kept worker stays stopped: take_kept_worker looks it over when the next job comes.)
     # After the first job, not before it: its imports (a fresh interpreter's torch) took the
     # CPU from the first wave's builds there (a batch of 70 CUDA candidates on an H200: their
     # prebuilds 2.6x as long). Again after any job whose worker killed it.

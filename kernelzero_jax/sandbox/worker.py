@@ -14,6 +14,8 @@ IPC on a GPU), so full-size outputs are not copied through the pipe.
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import os
 import resource
 import signal
@@ -51,6 +53,28 @@ def output_file(spec: dict[str, Any], name: str) -> str:
   return os.path.join(spec["workdir"], (f"{role}_" if role else "") + name)
 
 
+def _enter_directory(spec: dict[str, Any]) -> None:
+  """The candidate's directory as this process's: its working directory, its stdout and stderr
+  files, its extensions', Triton's and temporary files' home. Again for each candidate a kept
+  worker serves (worker_state.PER_CANDIDATE_ENV)."""
+  workdir = spec["workdir"]
+  os.makedirs(workdir, exist_ok=True)
+  os.chdir(workdir)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+    f = os.open(output_file(spec, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(f, fd)
+    os.close(f)
+  os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
+  os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, TRITON_CACHE)
+  os.environ["TMPDIR"] = workdir
+  os.environ["HOME"] = workdir
+  # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
+  # builds its launcher in a temporary directory on first use): point it here too.
+  tempfile.tempdir = workdir
+
+
 def _setup_process(spec: dict[str, Any]) -> None:
   """Own session, own directory, own input and output files, limits; all before torch/triton
   load (or, in a worker forked from a warm judge, before the candidate's code runs)."""
@@ -59,19 +83,7 @@ def _setup_process(spec: dict[str, Any]) -> None:
   devnull = os.open(os.devnull, os.O_RDONLY)
   os.dup2(devnull, 0)
   os.close(devnull)
-  workdir = spec["workdir"]
-  os.makedirs(workdir, exist_ok=True)
-  os.chdir(workdir)
-  for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-    f = os.open(output_file(spec, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(f, fd)
-    os.close(f)
-  os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
-  os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, TRITON_CACHE)
-  os.environ["TMPDIR"] = workdir
-  # A worker forked from a warm judge inherits tempfile's cached directory (triton's driver
-  # builds its launcher in a temporary directory on first use): point it here too.
-  tempfile.tempdir = workdir
+  _enter_directory(spec)
   if spec["device"] in ("cpu", "meta"):  # meta: a precompiler or prebuilder: never a GPU
     if spec["device"] == "cpu":
       os.environ["TRITON_INTERPRET"] = "1"
@@ -85,7 +97,6 @@ def _setup_process(spec: dict[str, Any]) -> None:
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
   if spec.get("nice"):  # a process that only builds yields the CPU to those that time
     os.nice(int(spec["nice"]))
-  os.environ["HOME"] = workdir
   try:  # die with the judge, whatever happens to it
     import ctypes  # pylint: disable=import-outside-toplevel
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -127,13 +138,7 @@ class _Worker:
       self.marker = torch.zeros(1, device=self.device)  # also initialises the CUDA context
       self.timer = timing.Timer(self.device)
     self.startup.lap("device")
-    self.build_log: list[str] = []
     self._load_inline = None  # torch's own, while fast_build's wraps it
-    if spec.get("fast_build"):  # before the candidate imports load_inline
-      self._wrap_load_inline(lite=True)
-    self.reference = problem.load_module(spec["reference_source"], "kz_reference_inputs")
-    problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
-    self.startup.lap("reference")
     self.ops = evidence.OpRecorder()
     self.launches = evidence.LaunchRecorder()
     self.launches.op_recorder = self.ops
@@ -146,30 +151,65 @@ class _Worker:
     fence.close()
     self.startup.lap("observers")
     self.baseline_threads = {t.ident for t in threading.enumerate()}
+    self.guard = guard_lib.Guard(spec["workdir"], os.path.join(spec["workdir"], "candidate.py"))
+    self.guard.install()
+    self.integrity = evidence.IntegritySnapshot({
+        "_thread.start_new_thread": __import__("_thread").start_new_thread})
+    self.served = 0  # candidates begun in this process
+    self.pristine = None  # worker_state.Pristine, where this worker may serve several
+    if spec.get("candidates_per_worker", 1) > 1 and not spec.get("role"):
+      # pylint: disable-next=import-outside-toplevel,unused-import
+      import torch.utils.cpp_extension  # what _begin_candidate imports (it extends sys.path)
+      from kernelzero_jax.sandbox import worker_state  # pylint: disable=import-outside-toplevel
+      self.pristine = worker_state.Pristine(torch, self.device)
+    self.startup.lap("guard")
+    self._begin_candidate(spec)
+
+  def _begin_candidate(self, spec: dict[str, Any]) -> None:
+    """This candidate's state: its directory (again, in a kept worker: _enter_directory), its
+    reference's inputs, its source file, the guard's view of both."""
+    self.guard.workdir = os.path.realpath(spec["workdir"])  # before the harness writes there
+    if self.served:
+      self.entered_at = time.perf_counter()
+      self.startup = V.StepClock(self.entered_at)
+      _enter_directory(spec)
+      self.startup.lap("directory")
+    self.served += 1
+    self.spec = spec
+    self.build_log: list[str] = []
+    if spec.get("fast_build") or spec.get("extension_suffix"):  # before the candidate's import
+      self._wrap_load_inline(lite=True if spec.get("fast_build") else None)
+    self.reference = self.problem.load_module(spec["reference_source"], "kz_reference_inputs")
+    self.problem.require_attrs(self.reference, ("get_inputs", "get_init_inputs"))
+    self.startup.lap("reference")
     # A precompiler or prebuilder shares the worker's directory (its Triton cache, its
     # extensions) but not its source file.
     folder = (os.path.join(spec["workdir"], spec["role"]) if spec.get("role")
               else spec["workdir"])
     os.makedirs(folder, exist_ok=True)
     self.candidate_path = os.path.join(folder, "candidate.py")
-    self.guard = guard_lib.Guard(spec["workdir"], self.candidate_path)
-    self.guard.install()
-    self.integrity = evidence.IntegritySnapshot({
-        "_thread.start_new_thread": __import__("_thread").start_new_thread})
+    self.guard.candidate_file = self.candidate_path
+    self.module = None
     self.model = None
     self.constructed: tuple[int, Any] | None = None  # (seed, ModelNew on the CPU): construct()
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
-    self.startup.lap("guard")
 
-  def _wrap_load_inline(self, lite: bool) -> None:
-    """load_inline as fast_build.py builds (`lite`: trying the lite build first)."""
+  def _wrap_load_inline(self, lite: bool | None) -> None:
+    """load_inline as fast_build.py builds (`lite`: trying the lite build first; None: as torch
+    builds), with the extension names of spec["extension_suffix"] (_renamed)."""
     import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     spec = self.spec
     self._load_inline = self._load_inline or cpp_extension.load_inline
+    load_inline = self._load_inline
+    if spec.get("extension_suffix"):
+      load_inline = _renamed(load_inline, spec["extension_suffix"])
+    if lite is None:
+      cpp_extension.load_inline = load_inline
+      return
     cpp_extension.load_inline = fast_build.fast_load_inline(
-        self._load_inline, spec.get("pch_header"), self.build_log.append,
+        load_inline, spec.get("pch_header"), self.build_log.append,
         lite_object=spec.get("lite_object") if lite else None,
         lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
         first_choice_only=spec.get("role") == PREBUILD)
@@ -196,6 +236,11 @@ class _Worker:
     with self.ops:
       torch.empty(1, device=self.device).fill_(0.0)
     self.problem.make_inputs(lambda: [torch.rand(1)], 0, self.device)
+    if self.spec.get("candidates_per_worker", 1) > 1:
+      # The CPU's thread pool starts on the first parallel operation: here, not in a
+      # candidate's constructor, where it would look like threads left behind
+      # (worker_state.Pristine).
+      torch.ones(1 << 20).add_(1.0)
     self.profiler_works = False
     if self.device.type == "cuda":
       try:
@@ -203,6 +248,12 @@ class _Worker:
         self.profiler_works = True
       except RuntimeError:
         pass
+      if self.backend == "triton" and self.spec.get("candidates_per_worker", 1) > 1:
+        # Triton's driver utilities (CUDA's, for its launchers) load on first use, setting
+        # attributes of the driver's module: here, before the pristine state is taken.
+        with contextlib.suppress(Exception):
+          from triton.runtime import driver  # pylint: disable=import-outside-toplevel
+          driver.active.utils  # pylint: disable=pointless-statement
     self.ops.ops.clear()
     self.ops.violations.clear()
 
@@ -405,15 +456,30 @@ class _Worker:
     return reply
 
   def serve(self) -> None:
+    """Serves its candidate, and, where its judge keeps it after a clean park, the next ones."""
+    while self._serve_candidate():
+      msg = channel.recv(self.conn)
+      if msg.get("cmd") != "next":
+        return
+      try:
+        self._begin_candidate(msg["spec"])
+      except BaseException as e:  # pylint: disable=broad-except
+        self._send({"ok": False, "status": V.RUNTIME_ERROR, "setup": True,
+                    "error": "kept worker's set-up failed: " + _error_tail(e)})
+        return
+
+  def _serve_candidate(self) -> bool:
+    """Answers the judge's commands for one candidate. Returns whether this process serves
+    another (a park found nothing of it left: park)."""
     if self.spec.get("await_go") and not self._await_go():
-      return
+      return False
     if self.spec.get("role") == PREBUILD:
       self._send(self.prebuild())
-      return
+      return False
     built = self.build()
     if self.spec.get("role") == PRECOMPILE:
       self._send(self.precompile() if built.get("ok") else built)
-      return
+      return False
     self._send(built)
     while True:
       msg = channel.recv(self.conn)
@@ -423,8 +489,57 @@ class _Worker:
       # H200: where checks share the GPU, the next check ran out of memory.)
       self._held = None
       if msg.get("cmd") == "exit":
-        return
+        return False
+      if msg.get("cmd") == "park":
+        try:
+          reply = self.park()
+        except Exception as e:  # pylint: disable=broad-except
+          reply = {"ok": True, "reusable": False, "drift": ["park failed: " + _error_tail(e, 3)]}
+        self._send(reply)
+        return reply["reusable"]
       self._send(self._answer(msg))
+
+  # -- serving several candidates (worker_state.py) --------------------------------------------
+
+  def drop(self) -> dict[str, Any]:
+    """Lets go of everything of the candidate (its model, module, reference and the tensors of
+    the last reply) and gives its GPU memory back: under its judge's last hold, as a kill
+    would."""
+    self.model = self.constructed = self.module = self.reference = self._held = None
+    gc.collect()
+    return self.release()
+
+  def park(self) -> dict[str, Any]:
+    """After a candidate: whether this process may serve another ({"reusable", "drift": why
+    not}). Its modules leave sys.modules first (the next candidate imports its own); what is
+    left is compared with the state before the first candidate (worker_state.Pristine)."""
+    t0 = time.perf_counter()
+    if self.model is not None or self.module is not None:
+      self.drop()
+    os.chdir("/")  # the judge removed the candidate's directory
+    if self._load_inline is not None:  # torch's own again, as before the first candidate
+      import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+      cpp_extension.load_inline = self._load_inline
+    workdir = self.guard.workdir + os.sep
+    before = self.pristine.modules if self.pristine is not None else {}
+    for name, mod in list(sys.modules.items()):
+      origin = getattr(mod, "__file__", None)
+      # (Not what the worker loaded before its first candidate: Triton's driver utilities,
+      # loaded from that candidate's cache directory.)
+      if name in ("kz_candidate", "kz_reference_inputs") or (
+          name not in before and isinstance(origin, str) and os.path.isabs(origin) and
+          os.path.realpath(origin).startswith(workdir)):
+        del sys.modules[name]
+    # load_inline names an extension it saw before with other sources name_v1, name_v2...: a
+    # prebuilder's build (which saw none) would not be found.
+    extensions = sys.modules.get("torch.utils.cpp_extension")
+    if extensions is not None:
+      extensions.JIT_EXTENSION_VERSIONER.entries.clear()
+    if self.pristine is None:
+      return {"ok": True, "reusable": False, "drift": ["this worker serves one candidate"]}
+    drift = self._tamper_violations() + self.pristine.drift()
+    return {"ok": True, "reusable": not drift, "drift": drift[:6],
+            "seconds": round(time.perf_counter() - t0, 3)}
 
   def _answer(self, msg: dict[str, Any]) -> dict[str, Any]:
     cmd = msg.get("cmd")
@@ -440,6 +555,8 @@ class _Worker:
                          msg["min_trials"])
       if cmd == "release":
         return self.release()
+      if cmd == "drop":
+        return self.drop()
       return {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
     except BaseException as e:  # pylint: disable=broad-except
       if self.guard.violations:
@@ -448,6 +565,22 @@ class _Worker:
       if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
         status = V.COMPILE_ERROR
       return {"ok": False, "status": status, "error": _error_tail(e)}
+
+
+def _renamed(load_inline, suffix: str):
+  """load_inline that builds and loads each extension as name + `suffix`. A process that has
+  loaded an extension module gets that same module back for any later one of the same name
+  (CPython keeps it), so a worker that serves several candidates (worker_state.py) gives each
+  candidate's extensions names of their own; its prebuilder uses the same suffix."""
+  import inspect  # pylint: disable=import-outside-toplevel
+  signature = inspect.signature(load_inline)
+
+  @functools.wraps(load_inline)
+  def renamed(*args, **kwargs):
+    bound = signature.bind(*args, **kwargs)
+    bound.arguments["name"] = f"{bound.arguments['name']}{suffix}"
+    return load_inline(*bound.args, **bound.kwargs)
+  return renamed
 
 
 def _dispatch_mode_stack() -> list:
