@@ -129,7 +129,7 @@ LEFTOVERS = {
     "a trace hook": ("sys.setprofile(lambda *a: None)", "hooks"),
     "a signal handler": ("import signal; signal.signal(signal.SIGUSR1, lambda *a: None)",
                          "signal"),
-    "a native thread": ("import threading, time; threading.Thread(target=time.sleep, args=(30,),"
+    "a thread left running": ("import threading, time; threading.Thread(target=time.sleep, args=(30,),"
                         " daemon=True).start(); time.sleep(0.1)", "OS thread"),
     "an operator registered": ("lib = torch.library.Library('kz_leftover', 'DEF'); "
                                "lib.define('f(Tensor x) -> Tensor')", "dispatcher"),

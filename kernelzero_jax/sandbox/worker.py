@@ -1,7 +1,9 @@
 """The candidate worker: the only process in which a candidate's code ever runs.
 
 Started by the judge (judge.py) with the multiprocessing "spawn" method, one per candidate (or
-forked, when the judge itself was forked by the warm server in zygote.py). It
+forked, when the judge itself was forked by the warm server in zygote.py; a judge process that
+serves several jobs may keep it for later candidates where SandboxConfig.candidates_per_worker
+allows: `serve`, `park`, worker_state.py). It
 builds the candidate, instantiates ModelNew with the reference's init seed, and answers the
 judge's commands over a pipe: run forward on input set `seed` (returning the outputs and the
 inputs as they are afterwards, plus runtime evidence), or time forward over fresh input sets.
