@@ -515,6 +515,8 @@ class _Worker:
     """After a candidate: whether this process may serve another ({"reusable", "drift": why
     not}). Its modules leave sys.modules first (the next candidate imports its own); what is
     left is compared with the state before the first candidate (worker_state.Pristine)."""
+    if self.pristine is None:  # (its judge keeps none then: judge.take_kept_worker)
+      return {"ok": True, "reusable": False, "drift": ["this worker serves one candidate"]}
     t0 = time.perf_counter()
     if self.model is not None or self.module is not None:
       self.drop()
@@ -523,7 +525,7 @@ class _Worker:
       import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
       cpp_extension.load_inline = self._load_inline
     workdir = self.guard.workdir + os.sep
-    before = self.pristine.modules if self.pristine is not None else {}
+    before = self.pristine.modules
     for name, mod in list(sys.modules.items()):
       origin = getattr(mod, "__file__", None)
       # (Not what the worker loaded before its first candidate: Triton's driver utilities,
@@ -537,8 +539,6 @@ class _Worker:
     extensions = sys.modules.get("torch.utils.cpp_extension")
     if extensions is not None:
       extensions.JIT_EXTENSION_VERSIONER.entries.clear()
-    if self.pristine is None:
-      return {"ok": True, "reusable": False, "drift": ["this worker serves one candidate"]}
     drift = self._tamper_violations() + self.pristine.drift()
     return {"ok": True, "reusable": not drift, "drift": drift[:6],
             "seconds": round(time.perf_counter() - t0, 3)}
