@@ -1,7 +1,8 @@
 r"""What judges did while they held the GPU, read from the verdicts a throughput run logged.
 
     python -m benchmarks.gpu_steps --verdicts=OUT/tp.json.PATH.verdicts.jsonl \
-        [--problem_regex='level1/(19|23)_'] [--backend=triton] [--smi_csv=OUT/mem.csv]
+        [--problem_regex='level1/(19|23)_'] [--backend=triton] [--smi_csv=OUT/mem.csv] \
+        [--apps_csv=OUT/apps.csv]
 
 `benchmarks/sandbox_throughput.py` writes every verdict to `<out>.<path>.verdicts.jsonl` as it
 arrives (and all of them, every path's, to `<out>` at the end, which this reads too). Each
@@ -15,7 +16,8 @@ run), also the GPU's peak memory and its utilisation from the first sample above
 Verdicts since c869d18 also carry the wall-clock bounds of each hold (`evidence["gpu_holds"]`);
 laid side by side they give how long a judge held the GPU alone, how long nobody held it, and
 how many judges held it at once, and whether the timings that other judges' CUDA context
-start-ups overlapped ran slower than their copies.
+start-ups overlapped ran slower than their copies. With `--apps_csv` (gpu_apps.py's
+per-process samples), what judges and workers held on the GPU outside their holds.
 """
 
 from __future__ import annotations
@@ -232,6 +234,63 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
   return {"beside_a_startup": side(deviations[True]), "clear": side(deviations[False])}
 
 
+# A process's GPU memory that is its CUDA context, not its checks' (an H200, torch 2.11: a judge
+# 518-712 MiB, a worker 880 MiB with its timer's L2-flush buffer).
+CONTEXT_MIB = 1024
+
+
+def memory_outside_holds(rows: list[dict], samples: list[tuple[float, int, int]],
+                         slack_s: float = 0.5) -> dict[str, Any]:
+  """What judges and workers held on the GPU while they held no slot, from per-process samples
+  (gpu_apps.py: time, pid, MiB) and the verdicts' holds with their judge's and worker's pids
+  (evidence["judge_process"]["pid"], evidence["worker_pid"]). A process counts as holding from
+  `slack_s` before a hold to `slack_s` after it (a sample's time is when nvidia-smi answered).
+  Per role: the largest sum, at one sample time, of the MiB above CONTEXT_MIB of that role's
+  processes outside their holds, and the largest single one (pid, MiB, seconds from the first
+  sample)."""
+  holds: dict[int, list[tuple[float, float]]] = {}
+  role: dict[int, str] = {}
+  for r in rows:
+    evidence = r.get("evidence") or {}
+    spans = [(s - slack_s, e + slack_s) for s, e, _ in _holds(r)]
+    for name, pid in (("judge", (evidence.get("judge_process") or {}).get("pid")),
+                      ("worker", evidence.get("worker_pid"))):
+      if isinstance(pid, int):
+        role[pid] = name
+        holds.setdefault(pid, []).extend(spans)
+  if not samples:
+    return {"samples": 0}
+  first = min(t for t, _, _ in samples)
+  out: dict[str, Any] = {"samples": len({t for t, _, _ in samples})}
+  for name in ("judge", "worker"):
+    by_time: dict[float, int] = {}
+    largest = (None, 0, None)
+    for t, pid, mib in samples:
+      if role.get(pid) != name or any(s <= t <= e for s, e in holds.get(pid, [])):
+        continue
+      extra = max(0, mib - CONTEXT_MIB)
+      by_time[t] = by_time.get(t, 0) + extra
+      if mib > largest[1]:
+        largest = (pid, mib, round(t - first, 1))
+    out[name] = {"processes": sum(1 for p in role.values() if p == name),
+                 "outside_holds_peak_sum_mib": max(by_time.values(), default=0),
+                 "outside_holds_largest": list(largest)}
+  return out
+
+
+def read_apps(path: str) -> list[tuple[float, int, int]]:
+  """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
+  out = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      parts = line.strip().split(",")
+      try:
+        out.append((float(parts[0]), int(parts[1]), int(parts[2])))
+      except (ValueError, IndexError):
+        continue
+  return out
+
+
 def smi_summary(path: str) -> dict[str, Any]:
   """Peak memory (MiB) and utilisation (%) from the first sample above 2 GiB on."""
   samples = []
@@ -256,6 +315,7 @@ def _define_flags() -> None:
   flags.DEFINE_string("problem_regex", None, "Only these problems.")
   flags.DEFINE_string("backend", None, "Only candidates of this backend (cuda, triton).")
   flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
+  flags.DEFINE_string("apps_csv", None, "Per-process GPU memory samples (gpu_apps.py).")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -284,6 +344,9 @@ def main(argv: list[str]) -> None:
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
+  if flags.FLAGS.apps_csv:
+    print("\nGPU memory outside the holds:",
+          memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))
 
 
 if __name__ == "__main__":

@@ -463,6 +463,35 @@ def test_the_gpu_holds_laid_side_by_side():
   assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
 
 
+def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
+  """memory_outside_holds on hand-made samples: a judge's and a worker's MiB above their context
+  while they held no slot (the sample at 10.2 s is within the hold's slack), and the samples
+  gpu_apps.py parses from nvidia-smi's answer."""
+  from benchmarks import gpu_apps  # pylint: disable=import-outside-toplevel
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  assert gpu_apps.parse("101, 3000\nNo running processes found\n7, x\n", 5.0) == [
+      (5.0, 101, 3000)]
+  rows = [{"evidence": {"judge_process": {"pid": 1}, "worker_pid": 2,
+                        "gpu_holds": [[10.0, 12.0, "shared"]]}},
+          {"evidence": {"judge_process": {"pid": 1}, "worker_pid": 3,
+                        "gpu_holds": [[20.0, 21.0, "alone"]]}}]
+  ctx = gpu_steps.CONTEXT_MIB
+  samples = [(5.0, 1, ctx + 100), (5.0, 2, ctx + 6000), (5.0, 3, ctx + 10),
+             (11.0, 1, ctx + 20000), (11.0, 2, ctx + 20000),  # both in their hold
+             (12.2, 2, ctx + 500), (15.0, 2, ctx + 30000), (15.0, 3, ctx + 1000),
+             (15.0, 9, 50000)]  # no verdict's process
+  out = gpu_steps.memory_outside_holds(rows, samples)
+  assert out["samples"] == 4
+  assert out["judge"] == {"processes": 1, "outside_holds_peak_sum_mib": 100,
+                          "outside_holds_largest": [1, ctx + 100, 0.0]}
+  assert out["worker"] == {"processes": 2, "outside_holds_peak_sum_mib": 31000,
+                           "outside_holds_largest": [2, ctx + 30000, 10.0]}
+  assert gpu_steps.memory_outside_holds(rows, []) == {"samples": 0}
+  apps = tmp_path / "apps.csv"
+  apps.write_text("5.000,1,1124\nbroken\n6.5,2,x\n7.250,2,900\n")
+  assert gpu_steps.read_apps(str(apps)) == [(5.0, 1, 1124), (7.25, 2, 900)]
+
+
 def test_what_judges_and_workers_kept_after_a_release():
   """left_after_release on hand-made evidence: the largest of each side in MiB, and the releases
   that left more than a model's parameters (MIB_LEFT_OK) on either side; a worker that did not

@@ -201,3 +201,30 @@ def test_a_judge_that_fails_beside_a_kept_worker_judges_its_candidate_again():
   assert (first, second, start) == ("correct", "correct", "fork")
   assert again["status"] == "runtime_error" and again["worker_serves"] == 2
   assert again["reasons"] == ["judge failed: MemoryError: planted"]
+
+
+@pytest.mark.parametrize("left_mib,starts", [(0, ["fork", "kept", "kept"]),
+                                             (64, ["fork", "fork", "fork"])])
+def test_a_worker_whose_gpu_memory_does_not_come_back_is_not_kept(left_mib, starts):
+  # A worker's drop says what it still holds beyond its state before its first candidate (on a
+  # GPU, torch's allocated bytes after freeing; planted here). Beyond
+  # worker_state.GPU_BYTES_LEFT_OK, the judge kills it under the hold instead of keeping it:
+  # parked, it would hold that memory where no check's budget counts it.
+  out = _script(
+      "import dataclasses, json\n"
+      "from kernelzero_jax.sandbox import judge, worker\n"
+      "from tests import test_worker_reuse as t\n"
+      "judge.KEEP_WORKERS = True\n"
+      "judge.WORKER_START = 'fork'\n"
+      f"worker._Worker.release = lambda self: {{'ok': True, 'allocated_bytes': {left_mib} << 20}}\n"
+      "job = {'reference_source': t.REFERENCE, 'candidate_source': t.HONEST,\n"
+      "       'backend': 'triton', 'config': dataclasses.asdict(t.CONFIG)}\n"
+      "verdicts = [judge.run_job(job) for _ in range(3)]\n"
+      "print(json.dumps([[v.status, v.evidence['worker_start'],\n"
+      "                   v.evidence.get('worker_drop_left_bytes')] for v in verdicts]))\n"
+      "judge.end_kept_worker()\n")
+  import json  # pylint: disable=import-outside-toplevel
+  verdicts = json.loads(out.strip().splitlines()[-1])
+  assert [v[0] for v in verdicts] == ["correct"] * 3
+  assert [v[1] for v in verdicts] == starts
+  assert [v[2] for v in verdicts] == [left_mib << 20] * 3

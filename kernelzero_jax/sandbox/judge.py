@@ -622,6 +622,7 @@ class Judge:
       self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
     self.verdict.evidence["worker_start"] = ("kept" if kept is not None
                                              else self.worker.start_method)
+    self.verdict.evidence["worker_pid"] = self.worker.proc.pid  # (benchmarks/gpu_steps.py)
     if self.awaits_go and not prebuild:
       self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
       self._go_timer.daemon = True
@@ -1135,8 +1136,11 @@ class Judge:
     cfg = self.cfg
     if self.worker_key and self.worker_serves < cfg.candidates_per_worker:
       try:
-        self.keep_worker = bool(self.worker.request(
-            {"cmd": "drop"}, cfg.correctness_timeout_s, "cleanup").get("ok"))
+        dropped = self.worker.request({"cmd": "drop"}, cfg.correctness_timeout_s, "cleanup")
+        # (Memory it could not give back would stay, outside every hold, while it is kept.)
+        self.keep_worker = bool(dropped.get("ok")) and dropped.get("reusable") is not False
+        if isinstance(dropped.get("left_bytes"), int):
+          self.verdict.evidence["worker_drop_left_bytes"] = dropped["left_bytes"]
       except StageFailure:
         self.keep_worker = False
     if not self.keep_worker:

@@ -509,7 +509,15 @@ class _Worker:
     would."""
     self.model = self.constructed = self.module = self.reference = self._held = None
     gc.collect()
-    return self.release()
+    reply = self.release()
+    if self.pristine is not None and isinstance(reply.get("allocated_bytes"), int):
+      from kernelzero_jax.sandbox import worker_state  # pylint: disable=import-outside-toplevel
+      # Not kept if its GPU memory is not back to what it held before its first candidate (a
+      # block its judge still views through CUDA IPC, say): parked, the worker would hold it
+      # outside every hold, where no check's memory budget counts it (judge.check_width).
+      reply["left_bytes"] = reply["allocated_bytes"] - self.pristine.gpu_bytes
+      reply["reusable"] = reply["left_bytes"] <= worker_state.GPU_BYTES_LEFT_OK
+    return reply
 
   def park(self) -> dict[str, Any]:
     """After a candidate: whether this process may serve another ({"reusable", "drift": why
