@@ -278,6 +278,61 @@ def memory_outside_holds(rows: list[dict], samples: list[tuple[float, int, int]]
   return out
 
 
+_OOM = re.compile(r"Tried to allocate ([\d.]+) ([GM]iB)(.*?)(?:Including non-PyTorch|$)", re.S)
+_OOM_PROCESS = re.compile(r"Process (\d+) has ([\d.]+) ([GM]iB) memory in use")
+
+
+def oom_processes(rows: list[dict], least_gib: float = 2.0) -> list[dict[str, Any]]:
+  """The processes that torch's out-of-memory messages list (pid and memory, at the moment
+  one ran out), those above `least_gib`, each a judge's or a worker's where a verdict names its
+  pid (evidence["judge_process"], ["worker_pid"], and those of attempts judged again), and
+  whether it held a slot then: where the failed attempt's holds are known
+  (evidence["shared_gpu_oom_attempt"], ["judged_again"]), the moment is its last hold's end."""
+  role: dict[int, str] = {}
+  holds: dict[int, list[tuple[float, float]]] = {}
+  attempts = []  # (name, reasons, that attempt's facts)
+  for r in rows:
+    evidence = r.get("evidence") or {}
+    final_judge = evidence.get("judge_process") or {}
+    # (An attempt judged again beside a kept worker ran in the final verdict's judge process.)
+    for facts, judge in ((evidence, final_judge),
+                         (evidence.get("shared_gpu_oom_attempt") or {}, {}),
+                         (evidence.get("judged_again") or {}, final_judge)):
+      spans = [(float(h[0]), float(h[1])) for h in facts.get("gpu_holds") or []
+               if len(h) == 3 and h[0] is not None and h[1] is not None]
+      for name, pid in (("judge", (facts.get("judge_process") or judge).get("pid")),
+                        ("worker", facts.get("worker_pid"))):
+        if isinstance(pid, int):
+          role[pid] = name
+          holds.setdefault(pid, []).extend(spans)
+    attempts += [(r.get("name"), list(r.get("reasons") or []), evidence),
+                 (r.get("name"), list(evidence.get("shared_gpu_oom") or []),
+                  evidence.get("shared_gpu_oom_attempt") or {}),
+                 (r.get("name"), list((evidence.get("judged_again") or {}).get("reasons") or []),
+                  evidence.get("judged_again") or {})]
+  out = []
+  for name, reasons, facts in attempts:
+    for reason in reasons:
+      found = _OOM.search(str(reason))
+      if not found:
+        continue
+      own = [float(h[1]) for h in facts.get("gpu_holds") or [] if len(h) == 3 and h[1]]
+      at = max(own) if own else None
+      listed = []
+      for pid, amount, unit in _OOM_PROCESS.findall(found.group(3)):
+        gib = float(amount) / (1 if unit == "GiB" else 1024)
+        if gib < least_gib:
+          continue
+        pid = int(pid)
+        in_hold = (None if at is None or pid not in role else
+                   any(s - 0.5 <= at <= e + 0.5 for s, e in holds.get(pid, [])))
+        listed.append([pid, round(gib, 1), role.get(pid, "unknown"), in_hold])
+      gib = float(found.group(1)) / (1 if found.group(2) == "GiB" else 1024)
+      out.append({"candidate": name, "asked_gib": round(gib, 2), "processes": listed})
+      break
+  return out
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -344,6 +399,8 @@ def main(argv: list[str]) -> None:
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
+  for oom in oom_processes(rows):
+    print("\nout of GPU memory:", oom)
   if flags.FLAGS.apps_csv:
     print("\nGPU memory outside the holds:",
           memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))

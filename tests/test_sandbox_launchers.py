@@ -492,6 +492,34 @@ def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
   assert gpu_steps.read_apps(str(apps)) == [(5.0, 1, 1124), (7.25, 2, 900)]
 
 
+def test_the_processes_an_out_of_memory_message_lists_are_told_by_role():
+  """oom_processes on hand-made verdicts: a failed attempt judged again (its holds and worker
+  pid kept), a judge that held a slot at that attempt's last hold's end and one that did not,
+  a worker, a process no verdict names, and processes under the threshold left out."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  message = ("correctness: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 "
+             "GiB. GPU 0 has a total capacity of 139.80 GiB of which 1.72 GiB is free. Process "
+             "11 has 20.20 GiB memory in use. Process 12 has 880.00 MiB memory in use. Process "
+             "13 has 30.55 GiB memory in use. Process 99 has 4.70 GiB memory in use. Process 21 "
+             "has 12.86 GiB memory in use. Including non-PyTorch memory, this process has ...")
+  rows = [{"name": "a", "reasons": [], "evidence": {
+              "judge_process": {"pid": 11}, "worker_pid": 22,
+              "judged_again": {"reasons": [message], "worker_pid": 21,
+                               "gpu_holds": [[100.0, 101.0, "shared"], [103.0, 104.0, "alone"]]}}},
+          {"name": "b", "evidence": {"judge_process": {"pid": 12}, "worker_pid": 23,
+                                     "gpu_holds": [[90.0, 95.0, "shared"]]}},
+          {"name": "c", "evidence": {"judge_process": {"pid": 13}, "worker_pid": 24,
+                                     "gpu_holds": [[103.8, 106.0, "shared"]]}}]
+  assert gpu_steps.oom_processes(rows) == [{"candidate": "a", "asked_gib": 6.0, "processes": [
+      [11, 20.2, "judge", True],     # its own judge, in the failed attempt's hold
+      [13, 30.6, "judge", True],     # a judge holding a slot at 104.0
+      [99, 4.7, "unknown", None],
+      [21, 12.9, "worker", True]]}]  # the failed attempt's worker
+  rows[2]["evidence"]["gpu_holds"] = [[110.0, 111.0, "shared"]]
+  assert gpu_steps.oom_processes(rows)[0]["processes"][1] == [13, 30.6, "judge", False]
+  assert gpu_steps.oom_processes(rows[1:]) == []
+
+
 def test_what_judges_and_workers_kept_after_a_release():
   """left_after_release on hand-made evidence: the largest of each side in MiB, and the releases
   that left more than a model's parameters (MIB_LEFT_OK) on either side; a worker that did not

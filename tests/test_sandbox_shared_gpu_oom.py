@@ -148,11 +148,17 @@ class _Recorder:
 
 
 def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch):
-  judge = _Recorder(_verdict(V.RUNTIME_ERROR, OOM_REASONS["torch"]), _verdict(V.CORRECT))
+  first = _verdict(V.RUNTIME_ERROR, OOM_REASONS["torch"])
+  first.evidence.update(gpu_holds=[[1.0, 2.0, "shared"]], worker_pid=7,
+                        judge_process={"pid": 6, "job": 2}, ops=["mm"])
+  judge = _Recorder(first, _verdict(V.CORRECT))
   monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
   verdict = evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED, facts_path="f.json")
   assert verdict.status == V.CORRECT
   assert verdict.evidence["shared_gpu_oom"] == [OOM_REASONS["torch"]]
+  # where and when the failed attempt ran (benchmarks/gpu_steps.py places its OOM by them)
+  assert verdict.evidence["shared_gpu_oom_attempt"] == {
+      "gpu_holds": [[1.0, 2.0, "shared"]], "worker_pid": 7, "judge_process": {"pid": 6, "job": 2}}
   assert [job.get("exclusive_gpu") for job in judge.jobs] == [None, True]
   # The second judgement is the same job otherwise (same GPU, facts file, sources).
   assert {**judge.jobs[0], "exclusive_gpu": True} == judge.jobs[1]

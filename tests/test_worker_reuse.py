@@ -200,6 +200,7 @@ def test_a_judge_that_fails_beside_a_kept_worker_judges_its_candidate_again():
   first, second, start, again = json.loads(out.strip().splitlines()[-1])
   assert (first, second, start) == ("correct", "correct", "fork")
   assert again["status"] == "runtime_error" and again["worker_serves"] == 2
+  assert isinstance(again["worker_pid"], int)  # the kept worker's (on a GPU, its holds too)
   assert again["reasons"] == ["judge failed: MemoryError: planted"]
 
 

@@ -338,6 +338,7 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
     first = verdict
     verdict = _judge_once({**job, "exclusive_gpu": True}, config, launcher)
     verdict.evidence["shared_gpu_oom"] = first.reasons[:2]
+    verdict.evidence["shared_gpu_oom_attempt"] = V.first_attempt(first.evidence)
   return verdict
 
 

@@ -523,7 +523,8 @@ class Judge:
       again = Judge(dict(self.job, fresh_worker=True)).run()
       again.evidence["judged_again"] = {"status": verdict.status, "stage": verdict.stage,
                                         "reasons": verdict.reasons[:3],
-                                        "worker_serves": self.worker_serves}
+                                        "worker_serves": self.worker_serves,
+                                        **V.first_attempt(self.verdict.evidence)}
       return again
     return verdict
 

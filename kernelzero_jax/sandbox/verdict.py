@@ -94,5 +94,14 @@ class StepClock:
     self._at = now
 
 
+def first_attempt(evidence: dict[str, Any]) -> dict[str, Any]:
+  """Where and when a verdict that is judged again ran (evidence["judged_again"],
+  ["shared_gpu_oom_attempt"]): its GPU holds and its worker's pid, its judge's too once known,
+  so that benchmarks/gpu_steps.py can place what happened then (the processes an out-of-memory
+  error lists, say) beside the other judges."""
+  return {key: evidence[key] for key in ("gpu_holds", "worker_pid", "judge_process")
+          if key in evidence}
+
+
 def _json_default(obj):
   return repr(obj)
