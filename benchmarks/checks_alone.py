@@ -4,8 +4,10 @@ gpu_concurrency (CPU only).
     python -m benchmarks.checks_alone --kernelbench_dir=../shared/kernelbench \
         --slots=2,4,8,16 --gpu_gib=139.8 --judges=16
 
-For every level-1/2 problem: its input bytes, read by running get_inputs on the meta device
-(sandbox/problem.input_bytes), and for each slot count whether that many correctness checks fit
+For every level-1/2 problem: its input bytes and what its forward makes (its outputs, or the
+largest result inside it where larger), read on the meta device (sandbox/problem.input_bytes,
+output_bytes), one check's memory from them (sandbox/judge.check_bytes), and for each slot
+count whether that many correctness checks fit
 in a GPU of --gpu_gib at once beside --judges judges' processes (SandboxPool's max_parallel per
 GPU; sandbox/judge.checks_fit); when they do not, a check holds as many slots as its memory
 needs (sandbox/judge.check_width), all of them being the GPU alone. 139.8 GiB is the H200's
@@ -32,25 +34,33 @@ def main(argv):
   sizes, unknown = {}, []
   for task in all_tasks:
     try:
-      nbytes = problem.input_bytes(problem.load_module(task.source, "kz_reference").get_inputs)
+      ref = problem.load_module(task.source, "kz_reference")
+      nbytes = problem.input_bytes(ref.get_inputs)
+      made = problem.output_bytes(ref.Model, ref.get_init_inputs, ref.get_inputs)
     except Exception:  # pylint: disable=broad-except
       nbytes = None
     if nbytes is None:
       unknown.append(task.key)
     else:
-      sizes[task.key] = nbytes
+      sizes[task.key] = (nbytes, made)
   print(f"{len(sizes)} problems with known input sizes; unknown (checked as fitting): "
         f"{len(unknown)} {unknown}")
+  makes_more = sorted(k for k, (i, m) in sizes.items() if m is not None and m > max(2 * i, 2**30))
+  print(f"{len(makes_more)} make more than twice their inputs and over 1 GiB (counted in input "
+        f"sets alone, their checks passed for less): {makes_more}")
   gpu_bytes = int(_GPU_GIB.value * 2**30)
   for slots in map(int, _SLOTS.value):
-    widths = {k: judge.check_width(b, slots, gpu_bytes, _JUDGES.value) for k, b in sizes.items()}
+    widths = {k: judge.check_width(judge.check_bytes(*b), slots, gpu_bytes, _JUDGES.value)
+              for k, b in sizes.items()}
     wide = sorted(k for k, w in widths.items() if w > 1)
     print(f"gpu_concurrency={slots}, {_JUDGES.value} judges: "
           f"{sum(w == slots for w in widths.values())} of {len(sizes)} checked alone, "
           f"{sum(1 < w < slots for w in widths.values())} on several slots")
     for key in wide:
       where = "alone" if widths[key] == slots else f"{widths[key]} slots"
-      print(f"  {key}: inputs {sizes[key] / 2**30:.2f} GiB, {where}")
+      inputs, made = sizes[key]
+      made = "unknown" if made is None else f"{made / 2**30:.2f} GiB"
+      print(f"  {key}: inputs {inputs / 2**30:.2f} GiB, its forward makes {made}, {where}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 The correctness checks of several judges can share a GPU; on full-size problems their tensors
 together can fill it (measured on an H200: honest Triton matmuls failed with "CUDA out of memory"
-at gpu_concurrency=4). Two defences: a judge checks alone when `slots` checks of its problem
-would not fit (its input sizes, read on the meta device), and a candidate that runs out of memory
+at gpu_concurrency=4). Two defences: a check holds as many slots as its memory needs (its
+problem's input and output sizes, read on the meta device), and a candidate that runs out of memory
 on a shared GPU anyway is judged again with the GPU to itself, whose verdict counts. The judge
 process is replaced by a recorder here (no GPU on this machine); the real judges' use of both
 runs in the GPU benchmark (benchmarks/sandbox_throughput.py).
@@ -38,67 +38,115 @@ def test_input_bytes_is_unknown_when_meta_cannot_tell(get_inputs):
   assert problem.input_bytes(get_inputs) is None
 
 
+def test_output_bytes_counts_the_forwards_outputs_or_its_largest_result_inside():
+  class Matmul(torch.nn.Module):  # level 1 problem 7's shapes: 16 MiB in, 4 GiB out
+    def forward(self, a, b):
+      return torch.matmul(a, b)
+  small_k = lambda: [torch.rand(1 << 15, 64), torch.rand(64, 1 << 15)]
+  assert problem.input_bytes(small_k) == 16 << 20
+  assert problem.output_bytes(Matmul, lambda: [], small_k) == 4 * GiB
+
+  class ConvThenPool(torch.nn.Module):  # 64 MiB out of a 2 GiB intermediate
+    def __init__(self, channels):
+      super().__init__()
+      self.conv = torch.nn.Conv2d(3, channels, 3, padding=1)
+    def forward(self, x):
+      return torch.nn.functional.avg_pool2d(self.conv(x), 4)
+  image = lambda: [torch.rand(8, 3, 512, 512)]
+  assert problem.output_bytes(ConvThenPool, lambda: [256], image) == 8 * 256 * 512 * 512 * 4
+
+  class Views(torch.nn.Module):  # outputs together; a view holds its base, once
+    def forward(self, x):
+      y = x + 1
+      return x * 2, y.view(-1)[:10], y[5:]
+  assert problem.output_bytes(Views, lambda: [], lambda: [torch.rand(1 << 20)]) == 8 << 20
+
+
+@pytest.mark.parametrize("model", [
+    lambda: type("ReadsAValue", (torch.nn.Module,),
+                 {"forward": lambda self, x: x * float(x.sum())}),
+    lambda: type("RaisesInInit", (torch.nn.Module,),
+                 {"__init__": lambda self: 1 / 0}),
+], ids=["reads_a_value", "raises"])
+def test_output_bytes_is_unknown_when_meta_cannot_tell(model):
+  assert problem.output_bytes(model(), lambda: [], lambda: [torch.rand(4)]) is None
+
+
+def test_a_check_counts_three_input_sets_and_two_of_what_the_forward_makes():
+  assert judge_lib.check_bytes(6 * GiB, 6 * GiB) == 30 * GiB  # elementwise: 5 input sets
+  assert judge_lib.check_bytes(16 << 20, 4 * GiB) == 8 * GiB + (48 << 20)
+  assert judge_lib.check_bytes(8 * GiB, 8 << 10) == 24 * GiB + (16 << 10)  # a reduction
+  assert judge_lib.check_bytes(GiB) == 5 * GiB  # what it makes unknown: as much as it takes
+
+
 def test_checks_share_the_gpu_only_when_they_fit_at_once():
-  # 5 input sets per check, 80% of the GPU's memory for the checks together.
+  # 80% of the GPU's memory for the checks together.
   gpu = 100 * GiB
-  assert judge_lib.checks_fit(4 * GiB, 4, gpu, judges=0)          # 80 GiB
-  assert not judge_lib.checks_fit(4 * GiB + 1, 4, gpu, judges=0)
-  assert judge_lib.checks_fit(16 * GiB, 1, gpu, judges=0)
-  assert not judge_lib.checks_fit(16 * GiB, 1, gpu)  # beside its own processes
-  assert not judge_lib.checks_fit(8 * GiB, 4, 140 * GiB)  # KernelBench level 1 problem 4
-  # The 6 GiB elementwise problems (level 1, 19_ReLU): four at once ran out of an H200's memory.
-  assert not judge_lib.checks_fit(6 * GiB, 4, 140 * GiB)
-  assert judge_lib.checks_fit(6 * GiB, 3, 140 * GiB)
+  assert judge_lib.checks_fit(20 * GiB, 4, gpu, judges=0)          # 80 GiB
+  assert not judge_lib.checks_fit(20 * GiB + 1, 4, gpu, judges=0)
+  assert judge_lib.checks_fit(80 * GiB, 1, gpu, judges=0)
+  assert not judge_lib.checks_fit(80 * GiB, 1, gpu)  # beside its own processes
+  elementwise = judge_lib.check_bytes(6 * GiB, 6 * GiB)  # level 1, 19_ReLU
+  # four at once ran out of an H200's memory
+  assert not judge_lib.checks_fit(elementwise, 4, 140 * GiB)
+  assert judge_lib.checks_fit(elementwise, 3, 140 * GiB)
   # Every judge on the GPU holds its and its worker's CUDA contexts, whatever it is doing.
   room = judge_lib.CHECK_MEMORY_SHARE * gpu - 10 * judge_lib.JUDGE_GPU_BYTES
-  assert judge_lib.checks_fit(int(room) // 20, 4, gpu, judges=10)
-  assert not judge_lib.checks_fit(int(room) // 20 + 1, 4, gpu, judges=10)
-  assert not judge_lib.checks_fit(6 * GiB, 3, 140 * GiB, judges=24)
+  assert judge_lib.checks_fit(int(room) // 4, 4, gpu, judges=10)
+  assert not judge_lib.checks_fit(int(room) // 4 + 1, 4, gpu, judges=10)
+  assert not judge_lib.checks_fit(elementwise, 3, 140 * GiB, judges=24)
 
 
 def test_a_check_too_large_to_share_with_all_holds_as_many_slots_as_its_memory_needs():
   # Each slot stands for a quarter of the room checks_fit counts (80% of the GPU, less every
   # judge's processes): 79.2 GiB of an H200-sized 140 GiB beside 24 judges, 19.8 GiB a slot.
   h200, judges = 140 * GiB, 24
-  assert judge_lib.check_width(1 * GiB, 4, h200, judges) == 1  # 5 GiB a check
-  assert judge_lib.check_width(6 * GiB, 4, h200, judges) == 2  # the elementwise problems: 30 GiB
-  assert judge_lib.check_width(8 * GiB, 4, h200, judges) == 3  # level 1 problem 4: 40 GiB
-  assert judge_lib.check_width(12 * GiB, 4, h200, judges) == 4  # 60 GiB > 3 slots: alone
-  assert judge_lib.check_width(100 * GiB, 4, h200, judges) == 4
+  width = lambda check, slots=4: judge_lib.check_width(check, slots, h200, judges)
+  assert width(judge_lib.check_bytes(GiB, GiB)) == 1  # 5 GiB a check
+  assert width(judge_lib.check_bytes(6 * GiB, 6 * GiB)) == 2  # the elementwise problems: 30 GiB
+  assert width(judge_lib.check_bytes(8 * GiB, 8 * GiB)) == 3  # level 1 problem 38: 40 GiB
+  assert width(judge_lib.check_bytes(8 * GiB, 8 << 10)) == 2  # level 1 problem 47: 24 GiB
+  assert width(judge_lib.check_bytes(16 << 20, 4 * GiB)) == 1  # level 1 problem 7: 8 GiB
+  assert width(60 * GiB) == 4  # > 3 slots: alone
+  assert width(500 * GiB) == 4
   assert judge_lib.check_width(1, 4, 10 * judge_lib.JUDGE_GPU_BYTES, judges=20) == 4  # no room
-  assert judge_lib.check_width(6 * GiB, 1, h200, judges) == 1  # the one slot: the GPU alone
+  assert width(30 * GiB, slots=1) == 1  # the one slot: the GPU alone
   # One slot exactly when checks_fit says `slots` of them fit; otherwise the fewest slots whose
   # share of the room holds one check, or all of them.
   room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
-  need = lambda nbytes: judge_lib.CHECK_MEMORY_FACTOR * nbytes
-  for nbytes in range(0, 40 * GiB, GiB // 3):
+  for check in range(0, 200 * GiB, 5 * GiB // 3):
     for slots in (1, 2, 3, 4, 8):
-      width = judge_lib.check_width(nbytes, slots, h200, judges)
-      assert 1 <= width <= slots
+      w = width(check, slots)
+      assert 1 <= w <= slots
       if slots > 1:  # (one slot: every check holds the GPU alone)
-        assert (width == 1) == judge_lib.checks_fit(nbytes, slots, h200, judges)
-      if width > 1:
-        assert need(nbytes) > (width - 1) * room / slots
-      if width < slots:
-        assert need(nbytes) <= width * room / slots
+        assert (w == 1) == judge_lib.checks_fit(check, slots, h200, judges)
+      if w > 1:
+        assert check > (w - 1) * room / slots
+      if w < slots:
+        assert check <= w * room / slots
+
 
 def test_a_judge_keeps_its_memory_between_holds_only_when_every_judge_could():
   # Beside 4 slots' checks, each of the 24 judges of a pool on an H200-sized GPU keeping one
-  # check's memory (5 input sets) outside the slots: 28 checks in 79.2 GiB, 0.57 GiB an input set.
+  # check's memory outside the slots: 28 checks in 79.2 GiB, 2.83 GiB a check.
   h200, judges = 140 * GiB, 24
   room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
-  largest = int(room // (judge_lib.CHECK_MEMORY_FACTOR * (4 + judges)))
-  assert 0.5 * GiB < largest < 0.6 * GiB
+  largest = int(room // (4 + judges))
+  assert 2.8 * GiB < largest < 2.9 * GiB
   assert judge_lib.memory_kept_fits(largest, 4, h200, judges)
   assert not judge_lib.memory_kept_fits(largest + 1, 4, h200, judges)
-  # KernelBench's level-2 GEMMs (32 MiB inputs) keep theirs; the 6 GiB elementwise problems do
-  # not, and neither does a check of one slot's share, which fits beside the other slots alone.
-  assert judge_lib.memory_kept_fits(32 << 20, 4, h200, judges)
-  assert not judge_lib.memory_kept_fits(6 * GiB, 4, h200, judges)
-  assert judge_lib.check_width(1 * GiB, 4, h200, judges) == 1
-  assert not judge_lib.memory_kept_fits(1 * GiB, 4, h200, judges)
+  kept = lambda inputs, outputs: judge_lib.memory_kept_fits(
+      judge_lib.check_bytes(inputs, outputs), 4, h200, judges)
+  # KernelBench's level-2 GEMMs (32 MiB in, 8 MiB out) keep theirs; the 6 GiB elementwise
+  # problems do not, nor a 16 MiB matmul input that makes 4 GiB (level 1 problem 7), nor a check
+  # of one slot's share, which fits beside the other slots alone.
+  assert kept(32 << 20, 8 << 20)
+  assert not kept(6 * GiB, 6 * GiB)
+  assert not kept(16 << 20, 4 * GiB)
+  assert judge_lib.check_width(judge_lib.check_bytes(GiB, GiB), 4, h200, judges) == 1
+  assert not kept(GiB, GiB)
   # Fewer judges leave each more.
-  assert judge_lib.memory_kept_fits(1 * GiB, 4, h200, judges=4)
+  assert judge_lib.memory_kept_fits(judge_lib.check_bytes(GiB, GiB), 4, h200, judges=4)
 
 
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
@@ -234,3 +282,41 @@ def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on():
   finally:
     worker.kill()
     shutil.rmtree(judge.workdir, ignore_errors=True)
+
+
+def _judge_of(source: str, judges: int = 24):
+  """The parts of a Judge that its memory model reads (no GPU here: an H200's memory size)."""
+  import types  # pylint: disable=import-outside-toplevel
+  stub = types.SimpleNamespace(
+      problem=problem, ref_mod=problem.load_module(source, "kz_memory_model_ref"),
+      job={"judges_on_gpu": judges}, cfg=SandboxConfig(device="cuda", gpu_concurrency=4),
+      verdict=V.Verdict(status=V.RUNTIME_ERROR, backend="cuda"),
+      torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
+          get_device_properties=lambda device: types.SimpleNamespace(total_memory=140 * GiB))),
+      device=None)
+  stub._memory_on_gpu = judge_lib.Judge._memory_on_gpu.func(stub)  # pylint: disable=protected-access
+  return stub
+
+
+MODULE = ("import torch\nclass Model(torch.nn.Module):\n  def forward(self, a, b):\n"
+          "    return {forward}\ndef get_inputs():\n  return [{inputs}]\n"
+          "def get_init_inputs():\n  return []\n")
+
+
+def test_a_judge_counts_what_its_reference_makes_in_its_checks_memory():
+  # Level 1 problem 7's shapes: 16 MiB of inputs, a 4 GiB output. Counted in input sets it
+  # passed for 80 MiB a check and kept its memory between holds, outside every slot.
+  matmul = _judge_of(MODULE.format(forward="torch.matmul(a, b)",
+                                   inputs="torch.rand(1 << 15, 64), torch.rand(64, 1 << 15)"))
+  sizes = matmul._memory_on_gpu[0]  # pylint: disable=protected-access
+  assert sizes == {"input_bytes": 16 << 20, "output_bytes": 4 * GiB,
+                   "check_bytes": 8 * GiB + (48 << 20)}
+  assert judge_lib.Judge._check_width(matmul, 4) == 1  # pylint: disable=protected-access
+  assert not judge_lib.Judge._keeps_memory(matmul, 4)  # pylint: disable=protected-access
+  # 6 GiB elementwise: two of the four slots, and the evidence says why.
+  relu = _judge_of(MODULE.format(forward="torch.relu(a) + b",
+                                 inputs="torch.rand(3 << 29), torch.rand(1)"))
+  assert judge_lib.Judge._check_width(relu, 4) == 2  # pylint: disable=protected-access
+  assert relu.verdict.evidence["check_width"] == {
+      "input_bytes": 6 * GiB + 4, "output_bytes": 6 * GiB, "check_bytes": 30 * GiB + 12,
+      "slots": 4, "width": 2, "gpu_bytes": 140 * GiB, "judges_on_gpu": 24}

@@ -362,12 +362,16 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
     release()
 
 
-# What one correctness check holds on the GPU at its peak, in input sets: the judge's inputs,
-# their pristine copy and the reference's outputs (the reference checks before it hold as much:
-# two seeds' outputs, inputs and pristine copy), the worker's own inputs and its outputs. On an
-# H200, 4 was too few: 4 judges checking KernelBench's 6 GiB elementwise problems at once ran out
-# of memory (BENCHMARKS.md).
-CHECK_MEMORY_FACTOR = 5
+# What one correctness check holds on the GPU at its peak: three input sets (the judge's inputs,
+# their pristine copy, the worker's own inputs) and two of what a forward makes (the reference's
+# outputs in the judge, the candidate's in the worker; where larger, the largest result inside
+# the forward: problem.output_bytes). The reference checks before it hold as much (two seeds'
+# outputs, inputs and pristine copy). For KernelBench's elementwise problems that is 5 input
+# sets; on an H200, 4 were too few: 4 judges checking the 6 GiB ones at once ran out of memory
+# (BENCHMARKS.md). Counted in input sets alone, a 16 MiB matmul input that makes a 4 GiB output
+# (level 1 problems 7 and 9, level 2 problem 59) passed for 80 MiB a check.
+CHECK_INPUT_SETS = 3
+CHECK_OUTPUT_SETS = 2
 # The share of the GPU's memory that checks running at once may fill (the rest: the allocators'
 # slack, the reference's weights)...
 CHECK_MEMORY_SHARE = 0.8
@@ -376,29 +380,36 @@ CHECK_MEMORY_SHARE = 0.8
 JUDGE_GPU_BYTES = 1400 * 2**20
 
 
+def check_bytes(input_bytes: int, output_bytes: int | None = None) -> int:
+  """The GPU memory of one correctness check of a problem whose input set has `input_bytes` and
+  whose forward makes `output_bytes` (problem.output_bytes; unknown: as much as its inputs)."""
+  outputs = input_bytes if output_bytes is None else output_bytes
+  return CHECK_INPUT_SETS * input_bytes + CHECK_OUTPUT_SETS * outputs
+
+
 def _check_room(gpu_bytes: int, judges: int) -> float:
   """The bytes that checks running at once may fill on a GPU of `gpu_bytes` beside `judges`
   judges' processes."""
   return CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES
 
 
-def checks_fit(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
-  """Whether `slots` correctness checks of a problem whose input set has `input_bytes` fit in a
-  GPU of `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the
-  slots: check_width)."""
-  return CHECK_MEMORY_FACTOR * input_bytes * slots <= _check_room(gpu_bytes, judges)
+def checks_fit(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether `slots` correctness checks of `one_check_bytes` each (check_bytes) fit in a GPU of
+  `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the slots:
+  check_width)."""
+  return one_check_bytes * slots <= _check_room(gpu_bytes, judges)
 
 
-def check_width(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
-  """How many of `slots` slots a correctness check of a problem whose input set has
-  `input_bytes` holds (gpu_slots' width): each slot stands for 1/slots of the memory that
-  checks_fit lets checks fill, so that checks of any problems holding the slots at once fit: 1
-  when `slots` such checks fit (checks_fit), `slots` (the GPU alone) when one check needs more
-  than `slots - 1` slots' share."""
+def check_width(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
+  """How many of `slots` slots a correctness check of `one_check_bytes` (check_bytes) holds
+  (gpu_slots' width): each slot stands for 1/slots of the memory that checks_fit lets checks
+  fill, so that checks of any problems holding the slots at once fit: 1 when `slots` such
+  checks fit (checks_fit), `slots` (the GPU alone) when one check needs more than `slots - 1`
+  slots' share."""
   room = _check_room(gpu_bytes, judges)
   if room <= 0:
     return slots
-  return max(1, min(slots, math.ceil(CHECK_MEMORY_FACTOR * input_bytes * slots / room)))
+  return max(1, min(slots, math.ceil(one_check_bytes * slots / room)))
 
 
 def warm_up_device(torch, problem, device) -> None:
@@ -415,12 +426,13 @@ def warm_up_device(torch, problem, device) -> None:
     torch.cuda.synchronize(device)
 
 
-def memory_kept_fits(input_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
-  """Whether a judge may keep its checks' GPU memory from one hold to the next instead of
-  freeing it before it lets go (Judge._release_gpu_memory): when, beside `slots` checks running
-  in the slots, every one of the `judges` judges on the GPU could keep as much (checks_fit with
-  `slots + judges` checks). Then no judge's memory kept outside a hold can starve a check."""
-  return checks_fit(input_bytes, slots + judges, gpu_bytes, judges)
+def memory_kept_fits(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether a judge may keep its checks' GPU memory (`one_check_bytes`: check_bytes) from one
+  hold to the next instead of freeing it before it lets go (Judge._release_gpu_memory): when,
+  beside `slots` checks running in the slots, every one of the `judges` judges on the GPU could
+  keep as much (checks_fit with `slots + judges` checks). Then no judge's memory kept outside a
+  hold can starve a check."""
+  return checks_fit(one_check_bytes, slots + judges, gpu_bytes, judges)
 
 
 def startup_seconds(built: dict[str, Any], worker_started: float,
@@ -913,24 +925,30 @@ class Judge:
            worker_bytes if isinstance(worker_bytes, int) else None])
 
   @functools.cached_property
-  def _memory_on_gpu(self) -> tuple[int | None, int, int]:
-    """(the bytes of one of the problem's input sets, None if unknown; the GPU's bytes; the
-    judges of the pool on it), what the memory model of checks_fit counts: read once, for
-    _check_width and _keeps_memory."""
-    nbytes = self.problem.input_bytes(self.ref_mod.get_inputs)
+  def _memory_on_gpu(self) -> tuple[dict[str, int | None], int, int]:
+    """(one check's memory: {"input_bytes", "output_bytes", "check_bytes"}, the last None when
+    the input size is unknown; the GPU's bytes; the judges of the pool on it), what the memory
+    model of checks_fit counts: read once, for _check_width and _keeps_memory."""
+    ref = self.ref_mod
+    inputs = self.problem.input_bytes(ref.get_inputs)
+    outputs = (None if inputs is None else
+               self.problem.output_bytes(ref.Model, ref.get_init_inputs, ref.get_inputs))
+    sizes = {"input_bytes": inputs, "output_bytes": outputs,
+             "check_bytes": None if inputs is None else check_bytes(inputs, outputs)}
     total = self.torch.cuda.get_device_properties(self.device).total_memory
-    return nbytes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
+    return sizes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
 
   def _keeps_memory(self, slots: int) -> bool:
     """Whether this judge keeps its checks' memory between its holds (memory_kept_fits, with
     SandboxConfig.keep_memory_between_holds; evidence["memory_kept_between_holds"])."""
     if not self.cfg.keep_memory_between_holds:
       return False
-    nbytes, total, judges = self._memory_on_gpu
-    if nbytes is None or not memory_kept_fits(nbytes, slots, total, judges):
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["check_bytes"] is None or not memory_kept_fits(sizes["check_bytes"], slots, total,
+                                                            judges):
       return False
     self.verdict.evidence["memory_kept_between_holds"] = {
-        "input_bytes": nbytes, "slots": slots, "gpu_bytes": total, "judges_on_gpu": judges}
+        **sizes, "slots": slots, "gpu_bytes": total, "judges_on_gpu": judges}
     return True
 
   def _check_width(self, slots: int) -> int:
@@ -938,16 +956,15 @@ class Judge:
     the pool's other judges on this GPU (evidence["check_width"]; evidence["checks_alone"] when
     that is all of them, as it is for any more than one without SandboxConfig.wide_checks).
     Unknown input sizes take one."""
-    nbytes, total, judges = self._memory_on_gpu
-    if nbytes is None:
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["check_bytes"] is None:
       return 1
-    width = check_width(nbytes, slots, total, judges)
+    width = check_width(sizes["check_bytes"], slots, total, judges)
     if width > 1 and not self.cfg.wide_checks:
       width = slots
     if width > 1:
       self.verdict.evidence["checks_alone" if width == slots else "check_width"] = {
-          "input_bytes": nbytes, "slots": slots, "width": width, "gpu_bytes": total,
-          "judges_on_gpu": judges}
+          **sizes, "slots": slots, "width": width, "gpu_bytes": total, "judges_on_gpu": judges}
     return width
 
   @contextlib.contextmanager

@@ -13,6 +13,8 @@ import types
 from typing import Any, Callable, Sequence
 
 import torch
+import torch.utils._python_dispatch
+import torch.utils._pytree
 
 
 class SourceError(Exception):
@@ -80,6 +82,46 @@ def input_bytes(get_inputs: Callable[[], Sequence[Any]]) -> int | None:
   if any(not x.is_meta for x in tensors):
     return None
   return sum(x.numel() * x.element_size() for x in tensors)
+
+
+class _LargestResult(torch.utils._python_dispatch.TorchDispatchMode):  # pylint: disable=protected-access
+  """Records the largest storage any op's result holds (a view's is its base's: never larger
+  than what exists already)."""
+
+  def __init__(self):
+    super().__init__()
+    self.largest = 0
+
+  def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # pylint: disable=redefined-outer-name
+    out = func(*args, **(kwargs or {}))
+    for leaf in torch.utils._pytree.tree_leaves(out):  # pylint: disable=protected-access
+      if isinstance(leaf, torch.Tensor):
+        self.largest = max(self.largest, leaf.untyped_storage().nbytes())
+    return out
+
+
+def output_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
+                 get_inputs: Callable[[], Sequence[Any]]) -> int | None:
+  """The bytes of what one forward of the module leaves or makes on the way, whichever is more:
+  its outputs for one input set, or the largest result of any operation inside it (a
+  convolution's before the pooling that shrinks it). Read on the meta device, as input_bytes:
+  the model is built there and its forward runs on meta inputs (shapes only, milliseconds).
+  None when that cannot tell (an operation without a meta kernel, a value read, a tensor on a
+  device of its own)."""
+  try:
+    with torch.device("meta"):
+      inputs = list(get_inputs())
+      model = model_cls(*list(get_init_inputs()))
+      with _LargestResult() as largest:
+        outputs = flatten(model(*inputs))
+  except Exception:  # pylint: disable=broad-except
+    return None
+  tensors = [x for x in outputs if isinstance(x, torch.Tensor)]
+  if any(not x.is_meta for x in tensors):
+    return None
+  # By storage: a view keeps its whole base alive, and two views of one base count it once.
+  storages = {x.untyped_storage()._cdata: x.untyped_storage().nbytes() for x in tensors}  # pylint: disable=protected-access
+  return max(largest.largest, sum(storages.values()))
 
 
 def construct_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
