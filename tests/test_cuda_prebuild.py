@@ -307,6 +307,7 @@ class _Recorded:
   """Stands in for judge.WorkerHandle: records each process a judge would start."""
   specs: list = []
   start_method = "fork"
+  pid = None
 
   def __init__(self, spec, memory_limit_gb, target=None, kill_descendants=True):
     del memory_limit_gb, target

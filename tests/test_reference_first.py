@@ -30,6 +30,7 @@ REFERENCE_TIMED = {"median_ms": 2.0, "trials": 10, "after_forward_ms": 0.25}
 class _Worker:
   """The judge's end of a pipe (for the go) and a worker's answer to the timing request."""
   start_method = "fork"  # as judge.WorkerHandle records it
+  pid = None
 
   def __init__(self):
     self.conn, self.far_end = multiprocessing.Pipe()

@@ -183,6 +183,11 @@ class WorkerHandle:
     self.start_method = "kept"
     channel.send(self.conn, {"cmd": "next", "spec": spec}, by_value=True)
 
+  @property
+  def pid(self) -> int | None:
+    """The worker's process id (evidence["worker_pid"])."""
+    return self.proc.pid
+
   def stop(self) -> None:
     """Stops the worker (SIGSTOP): nothing of it runs until resume."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -635,7 +640,7 @@ class Judge:
       self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
     self.verdict.evidence["worker_start"] = ("kept" if kept is not None
                                              else self.worker.start_method)
-    self.verdict.evidence["worker_pid"] = self.worker.proc.pid  # (benchmarks/gpu_steps.py)
+    self.verdict.evidence["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
     if self.awaits_go and not prebuild:
       self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
       self._go_timer.daemon = True
