@@ -239,25 +239,46 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
 CONTEXT_MIB = 1024
 
 
+def _attempts(evidence: dict, judge: dict) -> list[tuple[dict, dict]]:
+  """(facts, the judge process they ran in where they do not say) of a verdict and of each
+  attempt before it that was judged again, nested ones too (verdict.first_attempt). An attempt
+  judged again beside a kept worker ran in the judge process of the attempt that followed it."""
+  if not evidence:
+    return []
+  judge = evidence.get("judge_process") or judge
+  return ([(evidence, judge)] + _attempts(evidence.get("shared_gpu_oom_attempt") or {}, {})
+          + _attempts(evidence.get("judged_again") or {}, judge))
+
+
+def _processes_and_holds(rows: list[dict]) -> tuple[dict[int, str], dict[int, list]]:
+  """({pid: "judge" or "worker"}, {pid: [(start, end) of each GPU hold it was in]}) from the
+  verdicts' judge and worker pids (evidence["judge_process"]["pid"], ["worker_pid"]) and those
+  of failed attempts that were judged again (["shared_gpu_oom_attempt"], ["judged_again"]),
+  with their holds."""
+  role: dict[int, str] = {}
+  holds: dict[int, list[tuple[float, float]]] = {}
+  for r in rows:
+    for facts, judge in _attempts(r.get("evidence") or {}, {}):
+      spans = [(float(h[0]), float(h[1])) for h in facts.get("gpu_holds") or []
+               if len(h) == 3 and h[0] is not None and h[1] is not None]
+      for name, pid in (("judge", (facts.get("judge_process") or judge).get("pid")),
+                        ("worker", facts.get("worker_pid"))):
+        if isinstance(pid, int):
+          role[pid] = name
+          holds.setdefault(pid, []).extend(spans)
+  return role, holds
+
+
 def memory_outside_holds(rows: list[dict], samples: list[tuple[float, int, int]],
                          slack_s: float = 0.5) -> dict[str, Any]:
   """What judges and workers held on the GPU while they held no slot, from per-process samples
-  (gpu_apps.py: time, pid, MiB) and the verdicts' holds with their judge's and worker's pids
-  (evidence["judge_process"]["pid"], evidence["worker_pid"]). A process counts as holding from
+  (gpu_apps.py: time, pid, MiB) and the verdicts' holds with their judge's and worker's pids,
+  failed attempts judged again included (_processes_and_holds). A process counts as holding from
   `slack_s` before a hold to `slack_s` after it (a sample's time is when nvidia-smi answered).
   Per role: the largest sum, at one sample time, of the MiB above CONTEXT_MIB of that role's
   processes outside their holds, and the largest single one (pid, MiB, seconds from the first
   sample)."""
-  holds: dict[int, list[tuple[float, float]]] = {}
-  role: dict[int, str] = {}
-  for r in rows:
-    evidence = r.get("evidence") or {}
-    spans = [(s - slack_s, e + slack_s) for s, e, _ in _holds(r)]
-    for name, pid in (("judge", (evidence.get("judge_process") or {}).get("pid")),
-                      ("worker", evidence.get("worker_pid"))):
-      if isinstance(pid, int):
-        role[pid] = name
-        holds.setdefault(pid, []).extend(spans)
+  role, holds = _processes_and_holds(rows)
   if not samples:
     return {"samples": 0}
   first = min(t for t, _, _ in samples)
@@ -266,7 +287,8 @@ def memory_outside_holds(rows: list[dict], samples: list[tuple[float, int, int]]
     by_time: dict[float, int] = {}
     largest = (None, 0, None)
     for t, pid, mib in samples:
-      if role.get(pid) != name or any(s <= t <= e for s, e in holds.get(pid, [])):
+      if role.get(pid) != name or any(s - slack_s <= t <= e + slack_s
+                                      for s, e in holds.get(pid, [])):
         continue
       extra = max(0, mib - CONTEXT_MIB)
       by_time[t] = by_time.get(t, 0) + extra
@@ -288,23 +310,10 @@ def oom_processes(rows: list[dict], least_gib: float = 2.0) -> list[dict[str, An
   pid (evidence["judge_process"], ["worker_pid"], and those of attempts judged again), and
   whether it held a slot then: where the failed attempt's holds are known
   (evidence["shared_gpu_oom_attempt"], ["judged_again"]), the moment is its last hold's end."""
-  role: dict[int, str] = {}
-  holds: dict[int, list[tuple[float, float]]] = {}
+  role, holds = _processes_and_holds(rows)
   attempts = []  # (name, reasons, that attempt's facts)
   for r in rows:
     evidence = r.get("evidence") or {}
-    final_judge = evidence.get("judge_process") or {}
-    # (An attempt judged again beside a kept worker ran in the final verdict's judge process.)
-    for facts, judge in ((evidence, final_judge),
-                         (evidence.get("shared_gpu_oom_attempt") or {}, {}),
-                         (evidence.get("judged_again") or {}, final_judge)):
-      spans = [(float(h[0]), float(h[1])) for h in facts.get("gpu_holds") or []
-               if len(h) == 3 and h[0] is not None and h[1] is not None]
-      for name, pid in (("judge", (facts.get("judge_process") or judge).get("pid")),
-                        ("worker", facts.get("worker_pid"))):
-        if isinstance(pid, int):
-          role[pid] = name
-          holds.setdefault(pid, []).extend(spans)
     attempts += [(r.get("name"), list(r.get("reasons") or []), evidence),
                  (r.get("name"), list(evidence.get("shared_gpu_oom") or []),
                   evidence.get("shared_gpu_oom_attempt") or {}),

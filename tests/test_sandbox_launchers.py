@@ -474,17 +474,29 @@ def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
   rows = [{"evidence": {"judge_process": {"pid": 1}, "worker_pid": 2,
                         "gpu_holds": [[10.0, 12.0, "shared"]]}},
           {"evidence": {"judge_process": {"pid": 1}, "worker_pid": 3,
-                        "gpu_holds": [[20.0, 21.0, "alone"]]}}]
+                        "gpu_holds": [[20.0, 21.0, "alone"]],
+                        # a kept worker's failure, judged again in the same judge process
+                        "judged_again": {"worker_pid": 4, "gpu_holds": [[30.0, 31.0, "shared"]]}}},
+          # judged again alone after running out of memory in a new worker, which was itself
+          # the judging again of a kept worker's failure
+          {"evidence": {"judge_process": {"pid": 5}, "worker_pid": 6,
+                        "gpu_holds": [[40.0, 41.0, "alone"]],
+                        "shared_gpu_oom_attempt": {
+                            "judge_process": {"pid": 5}, "worker_pid": 7,
+                            "judged_again": {"worker_pid": 8,
+                                             "gpu_holds": [[35.0, 36.0, "shared"]]}}}}]
   ctx = gpu_steps.CONTEXT_MIB
   samples = [(5.0, 1, ctx + 100), (5.0, 2, ctx + 6000), (5.0, 3, ctx + 10),
              (11.0, 1, ctx + 20000), (11.0, 2, ctx + 20000),  # both in their hold
              (12.2, 2, ctx + 500), (15.0, 2, ctx + 30000), (15.0, 3, ctx + 1000),
-             (15.0, 9, 50000)]  # no verdict's process
+             (15.0, 9, 50000),  # no verdict's process
+             (30.5, 1, ctx + 25000), (30.5, 4, ctx + 7000),  # in the failed attempt's hold
+             (35.5, 5, ctx + 9000), (35.5, 8, ctx + 3000)]  # in the first of two attempts'
   out = gpu_steps.memory_outside_holds(rows, samples)
-  assert out["samples"] == 4
-  assert out["judge"] == {"processes": 1, "outside_holds_peak_sum_mib": 100,
+  assert out["samples"] == 6
+  assert out["judge"] == {"processes": 2, "outside_holds_peak_sum_mib": 100,
                           "outside_holds_largest": [1, ctx + 100, 0.0]}
-  assert out["worker"] == {"processes": 2, "outside_holds_peak_sum_mib": 31000,
+  assert out["worker"] == {"processes": 6, "outside_holds_peak_sum_mib": 31000,
                            "outside_holds_largest": [2, ctx + 30000, 10.0]}
   assert gpu_steps.memory_outside_holds(rows, []) == {"samples": 0}
   apps = tmp_path / "apps.csv"

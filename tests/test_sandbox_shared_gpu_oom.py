@@ -197,8 +197,12 @@ class _Recorder:
 
 def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch):
   first = _verdict(V.RUNTIME_ERROR, OOM_REASONS["torch"])
+  # (itself the judging again of a kept worker's failure, in the same judge process)
+  kept_workers_failure = {"status": V.INCORRECT, "gpu_holds": [[0.2, 0.5, "shared"]],
+                          "worker_pid": 5}
   first.evidence.update(gpu_holds=[[1.0, 2.0, "shared"]], worker_pid=7,
-                        judge_process={"pid": 6, "job": 2}, ops=["mm"])
+                        judge_process={"pid": 6, "job": 2}, ops=["mm"],
+                        judged_again=kept_workers_failure)
   judge = _Recorder(first, _verdict(V.CORRECT))
   monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
   verdict = evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED, facts_path="f.json")
@@ -206,7 +210,8 @@ def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch
   assert verdict.evidence["shared_gpu_oom"] == [OOM_REASONS["torch"]]
   # where and when the failed attempt ran (benchmarks/gpu_steps.py places its OOM by them)
   assert verdict.evidence["shared_gpu_oom_attempt"] == {
-      "gpu_holds": [[1.0, 2.0, "shared"]], "worker_pid": 7, "judge_process": {"pid": 6, "job": 2}}
+      "gpu_holds": [[1.0, 2.0, "shared"]], "worker_pid": 7, "judge_process": {"pid": 6, "job": 2},
+      "judged_again": kept_workers_failure}
   assert [job.get("exclusive_gpu") for job in judge.jobs] == [None, True]
   # The second judgement is the same job otherwise (same GPU, facts file, sources).
   assert {**judge.jobs[0], "exclusive_gpu": True} == judge.jobs[1]

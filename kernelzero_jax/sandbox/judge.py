@@ -308,6 +308,21 @@ def _describe_exit(code: int | None) -> str:
   return f"exit code {code}"
 
 
+def drop_tracebacks(error: BaseException) -> None:
+  """Drops the tracebacks of `error` and of every exception it chains to (its cause, its
+  context). Their frames hold the failed step's locals, which on a GPU judge are its input sets
+  and outputs: with the tracebacks gone, they go too."""
+  seen: set[int] = set()
+  chain: list[BaseException | None] = [error]
+  while chain:
+    e = chain.pop()
+    if e is None or id(e) in seen:
+      continue
+    seen.add(id(e))
+    e.__traceback__ = None
+    chain += [e.__cause__, e.__context__]
+
+
 def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
   directory = lock_dir or tempfile.gettempdir()
   name = (f"kernelzero_sandbox_gpu{device_index}.lock" if slot == 0
@@ -812,10 +827,9 @@ class Judge:
     width = self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu") else slots
     if width == slots:
       with hold(exclusive=True):
-        self._checks(base)
-        if cuda and cfg.timing:
-          self._timed(base)
-        self._post_check(base)
+        self._holding(lambda: self._checks(base),
+                      lambda: cuda and cfg.timing and self._timed(base),
+                      lambda: self._post_check(base))
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
       # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
@@ -826,18 +840,16 @@ class Judge:
       # busy batch (benchmarks/hold_interference.py), half of it with the GPU held alone.
       release = cfg.timing and not self._keeps_memory(slots)
       with hold(exclusive=False, width=width):
-        self._checks(base)
-        if release:
-          self._release_gpu_memory()
+        self._holding(lambda: self._checks(base),
+                      lambda: release and self._release_gpu_memory())
       if cfg.timing:
         # The fence before the GPU: a timing that held every slot while start-ups under way
         # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
         with self._fence("timing", timing=True), hold(exclusive=True):
-          self._timed(base)
-          if release:
-            self._release_gpu_memory()
+          self._holding(lambda: self._timed(base),
+                        lambda: release and self._release_gpu_memory())
       with hold(exclusive=False, width=width):
-        self._post_check(base)
+        self._holding(lambda: self._post_check(base))
     if v.candidate_ms and v.reference_ms:
       v.speedup = v.reference_ms / v.candidate_ms
     if v.compile_ms and v.candidate_ms:
@@ -914,6 +926,37 @@ class Judge:
     except Exception as e:  # pylint: disable=broad-except
       evidence["error"] = f"{type(e).__name__}: {e}"[:500]
     evidence["load_s"] = round(time.perf_counter() - t0, 3)
+
+  def _holding(self, *steps: Callable[[], Any]) -> None:
+    """Runs `steps` in turn under the GPU hold its caller holds. A failure there ends the
+    evaluation, and what the evaluation still has on the GPU goes before the hold does
+    (_give_back_after_failure). Otherwise it would stay, in no hold and counted by no memory
+    budget, until this process's next job, or through a whole new evaluation where a kept
+    worker's failure is judged again here (Judge.run): on an H200, judges held 19-31 GiB so and
+    candidates beside them ran out of memory (BENCHMARKS.md)."""
+    try:
+      for step in steps:
+        step()
+      return
+    except BaseException as error:  # pylint: disable=broad-except
+      failure = error
+    # Out of the except clause, the failure's traceback is all that holds the failed steps'
+    # frames (a with statement's exit would still hold it: hence a function, not a context).
+    drop_tracebacks(failure)
+    self._give_back_after_failure()
+    raise failure
+
+  def _give_back_after_failure(self) -> None:
+    """After a failure under a hold, before it ends: the worker is killed (its candidate's memory
+    goes with its CUDA context; this judge's views of its outputs went with the failure's
+    frames), and this judge's reference model and cached blocks are freed."""
+    if self.worker is not None:
+      self.worker.kill()
+      self.worker = None
+    self.ref_model = None
+    device = getattr(self, "device", None)  # (set once the judge has a device: _evaluate)
+    if device is not None and device.type == "cuda":
+      self.torch.cuda.empty_cache()
 
   def _release_gpu_memory(self) -> None:
     """Frees the GPU memory of the last check's (or timing's) inputs and outputs in this judge
@@ -1087,9 +1130,8 @@ class Judge:
         evidence["skipped"] = "the reference's second construction was still running"
         return
       base = self.base_seed
-      with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
-        if not held:
-          return
+
+      def measure() -> None:
         evidence["held"] = True
         if self._reference_to_time() and self.go_gate.claim():
           try:
@@ -1103,6 +1145,10 @@ class Judge:
             self._ready_fused_compare()  # compiled by now: the checks compare in one kernel
           self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
+
+      with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
+        if held:
+          self._holding(measure)
     finally:
       self._let_triton_worker_go()
       evidence["seconds"] = round(time.perf_counter() - t0, 3)
@@ -1110,7 +1156,8 @@ class Judge:
   def _let_triton_worker_go(self) -> None:
     """A Triton worker's go, once (go_gate.GoGate.open: not while the reference is timed).
     A CUDA worker's comes from its prebuilder's hand-over (_start_hand_over)."""
-    if self.backend != "triton" or self.go_gate is None or not self.go_gate.open():
+    if (self.backend != "triton" or self.go_gate is None or self.worker is None
+        or not self.go_gate.open()):  # (none: killed after a failure, _give_back_after_failure)
       return
     self.go_sent_at = time.perf_counter()
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why

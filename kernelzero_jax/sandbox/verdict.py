@@ -98,9 +98,10 @@ def first_attempt(evidence: dict[str, Any]) -> dict[str, Any]:
   """Where and when a verdict that is judged again ran (evidence["judged_again"],
   ["shared_gpu_oom_attempt"]): its GPU holds and its worker's pid, its judge's too once known,
   so that benchmarks/gpu_steps.py can place what happened then (the processes an out-of-memory
-  error lists, say) beside the other judges."""
-  return {key: evidence[key] for key in ("gpu_holds", "worker_pid", "judge_process")
-          if key in evidence}
+  error lists, say) beside the other judges; and the attempt before it where it was itself a
+  judging again (a kept worker's failure, then out of memory on a shared GPU)."""
+  return {key: evidence[key] for key in ("gpu_holds", "worker_pid", "judge_process",
+                                         "judged_again") if key in evidence}
 
 
 def _json_default(obj):
