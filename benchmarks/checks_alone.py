@@ -11,7 +11,9 @@ count whether that many correctness checks fit
 in a GPU of --gpu_gib at once beside --judges judges' processes (SandboxPool's max_parallel per
 GPU; sandbox/judge.checks_fit); when they do not, a check holds as many slots as its memory
 needs (sandbox/judge.check_width), all of them being the GPU alone. 139.8 GiB is the H200's
-total memory as torch reports it.
+total memory as torch reports it. Also the problems whose weights are too large to keep on the
+GPU between a judge's holds beside --judges judges (sandbox/problem.weight_bytes,
+sandbox/judge.weights_kept_fit): each of their evaluations runs in one hold of the whole GPU.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ _JUDGES = flags.DEFINE_integer("judges", 16, "Judges running on the GPU at once.
 def main(argv):
   del argv
   all_tasks, _ = tasks.scan_tasks(_KB.value, (1, 2))
-  sizes, unknown = {}, []
+  sizes, unknown, weights = {}, [], {}
   for task in all_tasks:
     try:
       ref = problem.load_module(task.source, "kz_reference")
       nbytes = problem.input_bytes(ref.get_inputs)
       made = problem.output_bytes(ref.Model, ref.get_init_inputs, ref.get_inputs)
+      weights[task.key] = problem.weight_bytes(ref.Model, ref.get_init_inputs)
     except Exception:  # pylint: disable=broad-except
       nbytes = None
     if nbytes is None:
@@ -49,6 +52,11 @@ def main(argv):
   print(f"{len(makes_more)} make more than twice their inputs and over 1 GiB (counted in input "
         f"sets alone, their checks passed for less): {makes_more}")
   gpu_bytes = int(_GPU_GIB.value * 2**30)
+  apart = {k: w for k, w in weights.items()
+           if w is not None and not judge.weights_kept_fit(w, gpu_bytes, _JUDGES.value)}
+  print(f"{len(apart)} with weights too large to keep between holds beside {_JUDGES.value} "
+        "judges (one hold of the whole GPU each): "
+        + ", ".join(f"{k} ({w / 2**30:.2f} GiB)" for k, w in sorted(apart.items())))
   for slots in map(int, _SLOTS.value):
     widths = {k: judge.check_width(judge.check_bytes(*b), slots, gpu_bytes, _JUDGES.value)
               for k, b in sizes.items()}

@@ -389,8 +389,9 @@ def run() -> dict:
     holds = hold_timeline(rows)
     left = left_after_release(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
-    reused, alone, wide, oom = (count(k) for k in ("reference_reused", "checks_alone",
-                                                   "check_width", "shared_gpu_oom"))
+    reused, alone, wide, oom, weights = (
+        count(k) for k in ("reference_reused", "checks_alone", "check_width", "shared_gpu_oom",
+                           "weights_apart"))
     first = sum(bool(((r.get("evidence") or {}).get("reference_first") or {}).get("held"))
                 for r in rows)
     precompiled = side_worker_summary(rows, "triton_precompile", "with_kernels",
@@ -408,6 +409,7 @@ def run() -> dict:
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "reference_first": first,
                      "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
+                     "weights_apart": weights,
                      "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
                      "fused_compare": fused_summary,
                      "medians": by_backend,
@@ -423,8 +425,8 @@ def run() -> dict:
           f"{first} measured it before their candidate ran; "
           f"{parallel} judges at once, {config.gpu_concurrency} checking on the GPU at once, "
           f"{wide} holding several slots "
-          f"and {alone} checked alone for memory, {oom} judged again after running out of GPU "
-          "memory)")
+          f"and {alone} checked alone for memory, {weights} alone for their weights, {oom} "
+          "judged again after running out of GPU memory)")
     print(f"CPU ({load['cores']} cores): busy {load['busy_pct']}% (niced {load['nice_pct']}%, "
           f"I/O wait {load['iowait_pct']}%), saturated (>= 95%) in {load['saturated_pct']}% of "
           f"the seconds; {load['busy_core_s_per_item']} busy core-seconds per candidate")
@@ -490,24 +492,30 @@ def run() -> dict:
   summary = {"device": device, "timing": base.timing, "num_candidates": len(jobs),
              "complete": True}
   names = list(results)
-  if len(names) == 2:
-    a, b = (results[n]["rows"] for n in names)
+  # Each later path against the first: its verdicts and its speed (with two paths, at the top
+  # of the summary; with more, also under "versus_first").
+  for other in names[1:]:
+    a, b = results[names[0]]["rows"], results[other]["rows"]
     key = lambda r: (r["status"], r["stage"], r["correct"])
-    differ = [{"name": x["name"], names[0]: key(x), names[1]: key(y),
+    differ = [{"name": x["name"], names[0]: key(x), other: key(y),
                "reasons": [x["reasons"][:1], y["reasons"][:1]]}
               for x, y in zip(a, b) if key(x) != key(y)]
-    summary.update({
+    versus = {
         "verdicts_agree": not differ, "differences": differ,
         "throughput_ratio": round(results[names[0]]["per_minute"]
-                                  / results[names[1]]["per_minute"], 2),
+                                  / results[other]["per_minute"], 2),
         "median_total_ratio": {
-            backend: (round(results[names[1]]["medians"][backend]["total"]
+            backend: (round(results[other]["medians"][backend]["total"]
                             / results[names[0]]["medians"][backend]["total"], 2)
                       if results[names[0]]["medians"][backend]["total"] else None)
-            for backend in _BACKENDS.value}})
-    print(f"\n{names[0]} vs {names[1]}: throughput x{summary['throughput_ratio']}, median "
-          f"total time x{summary['median_total_ratio']} faster; verdicts agree: "
-          f"{summary['verdicts_agree']}")
+            for backend in _BACKENDS.value}}
+    if other == names[1]:
+      summary.update(versus)
+    if len(names) > 2:
+      summary.setdefault("versus_first", {})[other] = versus
+    print(f"\n{names[0]} vs {other}: throughput x{versus['throughput_ratio']}, median "
+          f"total time x{versus['median_total_ratio']} faster; verdicts agree: "
+          f"{versus['verdicts_agree']}")
     for d in differ:
       print("  differs:", json.dumps(d)[:400])
   for n in names:

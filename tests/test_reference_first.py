@@ -302,3 +302,25 @@ def test_a_timing_within_the_fence_does_not_take_it_again(make_judge):
   assert timed == [1] and set(judge.verdict.evidence["fence_wait_s"]) == {"timing"}
   judge._timing(0)  # pylint: disable=protected-access
   assert "candidate_timing" in judge.verdict.evidence["fence_wait_s"]  # taken again, once out
+
+
+def test_a_judge_whose_weights_stay_off_the_gpu_measures_the_reference_in_its_one_hold(
+    make_judge):
+  """(judge.weights_kept_fit): its reference is uploaded under the candidate's hold, so there
+  is none to measure before; the worker still gets its go, and the upload comes as that hold's
+  first step."""
+  judge, timed, facts_path = make_judge()
+  judge.__dict__["_weights_apart"] = True  # (a cached property, as its problem would set it)
+  judge._reference_on_cpu = True  # pylint: disable=protected-access
+  judge._reference_first()  # pylint: disable=protected-access
+  v = judge.verdict
+  assert judge.worker.go_sent()
+  assert v.evidence["reference_first"]["held"] is False and "gpu_holds" not in v.evidence
+  assert "skipped" in v.evidence["reference_first"]
+  assert timed == [] and judge_lib.read_facts(facts_path) == {}
+  judge._upload_reference()  # pylint: disable=protected-access
+  uploaded = dict(v.evidence["gpu_seconds"])
+  assert list(uploaded) == ["reference_upload"]
+  assert not judge._reference_on_cpu  # pylint: disable=protected-access
+  judge._upload_reference()  # once  pylint: disable=protected-access
+  assert v.evidence["gpu_seconds"] == uploaded

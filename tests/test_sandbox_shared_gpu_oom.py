@@ -298,7 +298,7 @@ def _judge_of(source: str, judges: int = 24):
       verdict=V.Verdict(status=V.RUNTIME_ERROR, backend="cuda"),
       torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
           get_device_properties=lambda device: types.SimpleNamespace(total_memory=140 * GiB))),
-      device=None)
+      device=torch.device("cuda", 0))
   stub._memory_on_gpu = judge_lib.Judge._memory_on_gpu.func(stub)  # pylint: disable=protected-access
   return stub
 
@@ -315,7 +315,7 @@ def test_a_judge_counts_what_its_reference_makes_in_its_checks_memory():
                                    inputs="torch.rand(1 << 15, 64), torch.rand(64, 1 << 15)"))
   sizes = matmul._memory_on_gpu[0]  # pylint: disable=protected-access
   assert sizes == {"input_bytes": 16 << 20, "output_bytes": 4 * GiB,
-                   "check_bytes": 8 * GiB + (48 << 20)}
+                   "check_bytes": 8 * GiB + (48 << 20), "weight_bytes": 0}
   assert judge_lib.Judge._check_width(matmul, 4) == 1  # pylint: disable=protected-access
   assert not judge_lib.Judge._keeps_memory(matmul, 4)  # pylint: disable=protected-access
   # 6 GiB elementwise: two of the four slots, and the evidence says why.
@@ -324,4 +324,63 @@ def test_a_judge_counts_what_its_reference_makes_in_its_checks_memory():
   assert judge_lib.Judge._check_width(relu, 4) == 2  # pylint: disable=protected-access
   assert relu.verdict.evidence["check_width"] == {
       "input_bytes": 6 * GiB + 4, "output_bytes": 6 * GiB, "check_bytes": 30 * GiB + 12,
-      "slots": 4, "width": 2, "gpu_bytes": 140 * GiB, "judges_on_gpu": 24}
+      "weight_bytes": 0, "slots": 4, "width": 2, "gpu_bytes": 140 * GiB, "judges_on_gpu": 24}
+
+
+def test_weights_count_each_storage_once_on_the_meta_device():
+  class Tied(torch.nn.Module):
+    def __init__(self, n):
+      super().__init__()
+      self.encode = torch.nn.Linear(n, n, bias=False)
+      self.decode = torch.nn.Linear(n, n, bias=False)
+      self.decode.weight = self.encode.weight  # one storage for both
+      self.norm = torch.nn.BatchNorm1d(n)  # buffers count too
+
+  n = 1 << 15  # 4 GiB a matrix: nothing is allocated
+  assert problem.weight_bytes(Tied, lambda: [n]) == n * n * 4 + 4 * n * 4 + 8
+  assert problem.weight_bytes(lambda: torch.nn.ReLU(), lambda: []) == 0
+
+  class OnTheCpu(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.register_buffer("table", torch.ones(4, device="cpu"))
+  assert problem.weight_bytes(OnTheCpu, lambda: []) is None
+  assert problem.weight_bytes(lambda n: 1 / 0, lambda: [1]) is None
+
+
+def test_weights_stay_on_the_gpu_between_holds_only_when_every_judge_could_keep_them():
+  gpu = 140 * GiB
+  # level-2 problem 59: a 32768 x 32768 Linear, 4 GiB, twice per judge (reference and candidate)
+  assert not judge_lib.weights_kept_fit(4 * GiB, gpu, judges=24)
+  assert judge_lib.weights_kept_fit(4 * GiB, gpu, judges=1)  # a candidate alone
+  assert not judge_lib.weights_kept_fit(1 * GiB, gpu, judges=24)  # problems 66 and 68
+  assert judge_lib.weights_kept_fit(256 << 20, gpu, judges=24)  # 8192 x 8192 GEMMs
+  # exactly at the bound: 24 judges x 2 x W = 10% of the GPU
+  bound = int(judge_lib.WEIGHTS_KEPT_SHARE * gpu) // 48
+  assert judge_lib.weights_kept_fit(bound, gpu, judges=24)
+  assert not judge_lib.weights_kept_fit(bound + 1, gpu, judges=24)
+
+
+LINEAR = ("import torch\nclass Model(torch.nn.Module):\n  def __init__(self, n):\n"
+          "    super().__init__()\n    self.matmul = torch.nn.Linear(n, n)\n"
+          "  def forward(self, x):\n    return self.matmul(x)\n"
+          "def get_inputs():\n  return [torch.rand(128, {n})]\n"
+          "def get_init_inputs():\n  return [{n}]\n")
+
+
+def _apart(stub) -> bool:
+  return judge_lib.Judge._weights_apart.func(stub)  # pylint: disable=protected-access
+
+
+def test_a_judge_of_large_weights_keeps_them_off_the_gpu_between_holds():
+  large = _judge_of(LINEAR.format(n=1 << 15))  # level-2 problem 59's Linear
+  assert _apart(large)
+  assert large.verdict.evidence["weights_apart"] == {
+      "weight_bytes": 4 * GiB + (128 << 10), "gpu_bytes": 140 * GiB, "judges_on_gpu": 24}
+  alone = _judge_of(LINEAR.format(n=1 << 15), judges=1)
+  assert not _apart(alone) and "weights_apart" not in alone.verdict.evidence
+  small = _judge_of(LINEAR.format(n=1 << 13))
+  assert not _apart(small)
+  on_the_cpu = _judge_of(LINEAR.format(n=1 << 15))
+  on_the_cpu.device = torch.device("cpu")
+  assert not _apart(on_the_cpu)

@@ -432,6 +432,23 @@ def check_width(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 
   return max(1, min(slots, math.ceil(one_check_bytes * slots / room)))
 
 
+# The share of the GPU's memory that judges' model weights may take between their holds, each
+# judge's twice (its reference's from its start-up, its worker's candidate's from its first hold
+# to its last): half of what CHECK_MEMORY_SHARE leaves. Level-2 problems 55, 56 and 59 have 4 GiB
+# of weights (a 32768 x 32768 Linear), 66 and 68 1 GiB; 24 judges of one of them would hold
+# 48-192 GiB so, in no hold.
+WEIGHTS_KEPT_SHARE = 0.1
+
+
+def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether a judge may keep its problem's weights on the GPU between its holds (its reference
+  uploaded at its start-up, its worker's model kept from one hold to the next): when every one
+  of the `judges` judges on the GPU could keep as much, twice over, in WEIGHTS_KEPT_SHARE of it.
+  Otherwise its whole evaluation runs in one hold of the whole GPU, its reference uploaded in it
+  (Judge._weights_apart)."""
+  return judges * 2 * weight_bytes <= WEIGHTS_KEPT_SHARE * gpu_bytes
+
+
 def warm_up_device(torch, problem, device) -> None:
   """Loads what a judge's first reference check would load under the GPU hold: the RNG's
   kernels, cuBLAS's handle and workspace, and torch.equal's kernels. On an H200, a matmul
@@ -512,6 +529,7 @@ class Judge:
     # SandboxConfig.reference_first let it (_reference_first), or in the checks.
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
+    self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
     # Whether the worker waits for this judge to time the reference first (_reference_first,
     # go_gate.py): a Triton worker's go comes from this judge (_let_triton_worker_go, at the
     # latest at a deadline), a CUDA worker's from its prebuilder's hand-over.
@@ -747,11 +765,14 @@ class Judge:
       # No start-up slot: those are for context creations (gpu_fence.py), and this process's
       # context exists (in a batch of 70 on an H200, uploads of small models waited 7-10 s for
       # a slot behind workers' context creations, to hold it for milliseconds).
-      with self._fence("upload", timing=False, slot=False):
-        self.ref_model = model.to(self.device)
-        del model
-        if self.device.type == "cuda":
-          torch.cuda.synchronize(self.device)
+      if self.device.type == "cuda" and self._weights_apart:
+        self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under the hold
+      else:
+        with self._fence("upload", timing=False, slot=False):
+          self.ref_model = model.to(self.device)
+          if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+      del model
     except Exception as e:  # pylint: disable=broad-except
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
@@ -822,12 +843,14 @@ class Judge:
     v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
     # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
     # slot; when one check of this problem needs the memory of all the slots (check_width;
-    # otherwise its checks hold as many as they need); and when a candidate that ran out of
-    # memory on a shared GPU anyway is judged again (evaluate.shared_gpu_oom).
-    width = self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu") else slots
+    # otherwise its checks hold as many as they need); when its weights are too large to keep
+    # on the GPU between holds (_weights_apart); and when a candidate that ran out of memory on
+    # a shared GPU anyway is judged again (evaluate.shared_gpu_oom).
+    width = (self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu")
+             and not self._weights_apart else slots)
     if width == slots:
       with hold(exclusive=True):
-        self._holding(lambda: self._checks(base),
+        self._holding(self._upload_reference, lambda: self._checks(base),
                       lambda: cuda and cfg.timing and self._timed(base),
                       lambda: self._post_check(base))
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
@@ -975,14 +998,17 @@ class Judge:
   @functools.cached_property
   def _memory_on_gpu(self) -> tuple[dict[str, int | None], int, int]:
     """(one check's memory: {"input_bytes", "output_bytes", "check_bytes"}, the last None when
-    the input size is unknown; the GPU's bytes; the judges of the pool on it), what the memory
-    model of checks_fit counts: read once, for _check_width and _keeps_memory."""
+    the input size is unknown, and the model's "weight_bytes"; the GPU's bytes; the judges of the
+    pool on it), what the memory model of checks_fit and weights_kept_fit counts: read once, for
+    _check_width, _keeps_memory and _weights_apart. (Read before the reference's second
+    construction starts: that thread reseeds torch, and nothing may draw numbers beside it.)"""
     ref = self.ref_mod
     inputs = self.problem.input_bytes(ref.get_inputs)
     outputs = (None if inputs is None else
                self.problem.output_bytes(ref.Model, ref.get_init_inputs, ref.get_inputs))
     sizes = {"input_bytes": inputs, "output_bytes": outputs,
-             "check_bytes": None if inputs is None else check_bytes(inputs, outputs)}
+             "check_bytes": None if inputs is None else check_bytes(inputs, outputs),
+             "weight_bytes": self.problem.weight_bytes(ref.Model, ref.get_init_inputs)}
     total = self.torch.cuda.get_device_properties(self.device).total_memory
     return sizes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
 
@@ -998,6 +1024,31 @@ class Judge:
     self.verdict.evidence["memory_kept_between_holds"] = {
         **sizes, "slots": slots, "gpu_bytes": total, "judges_on_gpu": judges}
     return True
+
+  @functools.cached_property
+  def _weights_apart(self) -> bool:
+    """Whether this judge's problem has weights too large to keep on a GPU between holds
+    (weights_kept_fit, evidence["weights_apart"]): then its reference stays on the CPU until
+    its candidate's hold, and everything runs in that one hold of the whole GPU, the worker (and
+    its model) killed in it."""
+    device = getattr(self, "device", None)
+    if device is None or device.type != "cuda":
+      return False
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["weight_bytes"] is None or weights_kept_fit(sizes["weight_bytes"], total, judges):
+      return False
+    self.verdict.evidence["weights_apart"] = {"weight_bytes": sizes["weight_bytes"],
+                                              "gpu_bytes": total, "judges_on_gpu": judges}
+    return True
+
+  def _upload_reference(self) -> None:
+    """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
+    if self._reference_on_cpu:
+      with self._step("reference_upload"):
+        self.ref_model = self.ref_model.to(self.device)
+        if self.device.type == "cuda":
+          self.torch.cuda.synchronize(self.device)
+      self._reference_on_cpu = False
 
   def _check_width(self, slots: int) -> int:
     """How many of the `slots` this judge's checks hold (check_width), beside the processes of
@@ -1123,6 +1174,9 @@ class Judge:
     t0 = time.perf_counter()
     evidence = self.verdict.evidence["reference_first"] = {"held": False, "timed": False}
     try:
+      if self._weights_apart:  # its reference is uploaded under the candidate's hold
+        evidence["skipped"] = "the reference's weights stay off the GPU until the candidate's hold"
+        return
       construct = self._second_reference_thread
       if construct is not None:  # it reseeds torch: nothing here may draw random numbers before
         construct.join(REFERENCE_FIRST_WAIT_S)

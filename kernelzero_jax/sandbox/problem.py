@@ -124,6 +124,24 @@ def output_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
   return max(largest.largest, sum(storages.values()))
 
 
+def weight_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]]) -> int | None:
+  """The bytes of a module's parameters and buffers, each storage once (tied weights share one),
+  with the module built on the meta device as output_bytes builds it. None when that cannot tell
+  (its constructor fails there, or puts a tensor on a device of its own)."""
+  try:
+    with torch.device("meta"):
+      model = model_cls(*list(get_init_inputs()))
+  except Exception:  # pylint: disable=broad-except
+    return None
+  if not isinstance(model, torch.nn.Module):
+    return None
+  tensors = [*model.parameters(), *model.buffers()]
+  if any(not x.is_meta for x in tensors):
+    return None
+  storages = {x.untyped_storage()._cdata: x.untyped_storage().nbytes() for x in tensors}  # pylint: disable=protected-access
+  return sum(storages.values())
+
+
 def construct_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
                     seed: int) -> torch.nn.Module:
   """Instantiates a module as KernelBench does, seeded, on the CPU (make_model moves it)."""
