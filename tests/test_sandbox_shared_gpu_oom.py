@@ -384,3 +384,40 @@ def test_a_judge_of_large_weights_keeps_them_off_the_gpu_between_holds():
   on_the_cpu = _judge_of(LINEAR.format(n=1 << 15))
   on_the_cpu.device = torch.device("cpu")
   assert not _apart(on_the_cpu)
+
+
+def test_judges_of_large_weights_take_the_hosts_memory_a_few_at_a_time(monkeypatch, tmp_path):
+  """host_memory_hold: 3 copies of 4 GiB in half of a 128 GiB host make 5 slots; of a 24 GiB
+  host, 1, and the second judge then waits (here: finds none free)."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  with judge_lib.host_memory_hold(4 * GiB, 128 * GiB) as slots:
+    assert slots == 5
+  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB) as slots:
+    assert slots == 1
+    with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as second:
+      assert second == 0
+  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as again:
+    assert again == 1  # given back when the first one ended
+  with judge_lib.host_memory_hold(4 * GiB, 4 * GiB) as slots:
+    assert slots == 1  # never none
+
+
+def test_a_judge_of_large_weights_holds_a_host_memory_slot_until_it_lets_go(monkeypatch,
+                                                                            tmp_path):
+  import tempfile  # pylint: disable=import-outside-toplevel
+  import psutil  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=24 * GiB))
+  large = _judge_of(LINEAR.format(n=1 << 15))
+  assert _apart(large)
+  large._host_memory = None  # pylint: disable=protected-access
+  judge_lib.Judge._take_host_memory(large)  # pylint: disable=protected-access
+  assert large.verdict.evidence["weights_apart"]["host_slots"] == 1
+  assert large.verdict.evidence["weights_apart"]["host_wait_s"] >= 0
+  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
+    assert other == 0  # the one slot is this judge's
+  large._host_memory.close()  # pylint: disable=protected-access
+  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
+    assert other == 1

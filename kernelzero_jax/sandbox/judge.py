@@ -449,6 +449,29 @@ def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1) -> bool
   return judges * 2 * weight_bytes <= WEIGHTS_KEPT_SHARE * gpu_bytes
 
 
+# The share of the host's memory that judges whose weights stay off the GPU (weights_kept_fit)
+# may fill with their models on the CPU at once, each with three copies: its reference (kept
+# there until its hold), the reference checks' second one and its worker's candidate. On an
+# H200 machine (128 GiB), 16 judges of level-2 problem 59 (4 GiB of weights) at once had 5 of
+# them killed by the kernel for memory.
+HOST_WEIGHTS_SHARE = 0.5
+HOST_MODEL_COPIES = 3
+
+
+@contextlib.contextmanager
+def host_memory_hold(weight_bytes: int, host_bytes: int, wait: bool = True):
+  """One of the host-memory slots for a judge of large weights (HOST_WEIGHTS_SHARE), lock files
+  as gpu_slots' are, so that such judges at once fit the host's memory. Yields the number of
+  slots its size allows (at least 1), or 0 where `wait` is False and none was free. (Judges of
+  problems with different weights count different numbers of slots over the same files: the
+  smaller problem's bound holds only approximately beside a larger one's judges.)"""
+  slots = max(1, int(HOST_WEIGHTS_SHARE * host_bytes) // (HOST_MODEL_COPIES * max(1, weight_bytes)))
+  lock_dir = os.path.join(tempfile.gettempdir(), "kz_host_memory")
+  os.makedirs(lock_dir, exist_ok=True)
+  with gpu_slots(0, slots, exclusive=False, lock_dir=lock_dir, wait=wait) as held:
+    yield slots if held else 0
+
+
 def warm_up_device(torch, problem, device) -> None:
   """Loads what a judge's first reference check would load under the GPU hold: the RNG's
   kernels, cuBLAS's handle and workspace, and torch.equal's kernels. On an H200, a matmul
@@ -530,6 +553,7 @@ class Judge:
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
     self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
+    self._host_memory: contextlib.ExitStack | None = None  # its host_memory_hold, if taken
     # Whether the worker waits for this judge to time the reference first (_reference_first,
     # go_gate.py): a Triton worker's go comes from this judge (_let_triton_worker_go, at the
     # latest at a deadline), a CUDA worker's from its prebuilder's hand-over.
@@ -604,6 +628,9 @@ class Judge:
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
+      if self._host_memory is not None:  # its models on the CPU go before its slot does
+        self.ref_model = self.second_reference = None
+        self._host_memory.close()
       if self._go_timer is not None:
         self._go_timer.cancel()
       if self._hand_over_thread is not None:  # done at once now: it writes into the verdict
@@ -759,6 +786,8 @@ class Judge:
       ref_mod = problem.load_module(self.job["reference_source"], "kz_reference")
       problem.require_attrs(ref_mod, ("Model", "get_inputs", "get_init_inputs"))
       self.ref_mod = ref_mod
+      if self.device.type == "cuda" and self._weights_apart:
+        self._take_host_memory()
       # Built on the CPU, KernelBench's way (seconds for a large model), then uploaded with the
       # warm-up, apart from timings.
       model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
@@ -1040,6 +1069,17 @@ class Judge:
     self.verdict.evidence["weights_apart"] = {"weight_bytes": sizes["weight_bytes"],
                                               "gpu_bytes": total, "judges_on_gpu": judges}
     return True
+
+  def _take_host_memory(self) -> None:
+    """Waits for a host-memory slot (host_memory_hold) before this judge builds its large
+    models on the CPU; kept until its evaluation ends (_run)."""
+    import psutil  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
+    self._host_memory = contextlib.ExitStack()
+    slots = self._host_memory.enter_context(host_memory_hold(
+        self._memory_on_gpu[0]["weight_bytes"], psutil.virtual_memory().total))
+    self.verdict.evidence["weights_apart"].update(
+        host_slots=slots, host_wait_s=round(time.perf_counter() - t0, 3))
 
   def _upload_reference(self) -> None:
     """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
