@@ -259,8 +259,7 @@ def _processes_and_holds(rows: list[dict]) -> tuple[dict[int, str], dict[int, li
   holds: dict[int, list[tuple[float, float]]] = {}
   for r in rows:
     for facts, judge in _attempts(r.get("evidence") or {}, {}):
-      spans = [(float(h[0]), float(h[1])) for h in facts.get("gpu_holds") or []
-               if len(h) == 3 and h[0] is not None and h[1] is not None]
+      spans = [(start, end) for start, end, _ in _holds({"evidence": facts})]
       for name, pid in (("judge", (facts.get("judge_process") or judge).get("pid")),
                         ("worker", facts.get("worker_pid"))):
         if isinstance(pid, int):

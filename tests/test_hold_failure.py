@@ -139,6 +139,6 @@ def test_on_a_gpu_the_judges_cached_blocks_are_freed_after_the_worker():
   assert order == ["kill", "empty_cache"]
   assert stub.worker is None and stub.ref_model is None
   # Before a device (a failure that early holds nothing): nothing to free on it.
-  early = types.SimpleNamespace(worker=None, ref_model=None, torch=fake_torch)
+  early = types.SimpleNamespace(worker=None, ref_model=None, torch=fake_torch, device=None)
   judge_lib.Judge._give_back_after_failure(early)  # pylint: disable=protected-access
   assert order == ["kill", "empty_cache"]

@@ -533,6 +533,7 @@ class Judge:
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
+    self.device = None  # torch's, once the judge has imported it (_evaluate)
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
     self.prebuilder: WorkerHandle | None = None  # a CUDA candidate's (cuda_prebuild.py)...
     self._hand_over_thread: threading.Thread | None = None  # ...which waits for it
@@ -786,7 +787,7 @@ class Judge:
       ref_mod = problem.load_module(self.job["reference_source"], "kz_reference")
       problem.require_attrs(ref_mod, ("Model", "get_inputs", "get_init_inputs"))
       self.ref_mod = ref_mod
-      if self.device.type == "cuda" and self._weights_apart:
+      if self._weights_apart:
         self._take_host_memory()
       # Built on the CPU, KernelBench's way (seconds for a large model), then uploaded with the
       # warm-up, apart from timings.
@@ -794,7 +795,7 @@ class Judge:
       # No start-up slot: those are for context creations (gpu_fence.py), and this process's
       # context exists (in a batch of 70 on an H200, uploads of small models waited 7-10 s for
       # a slot behind workers' context creations, to hold it for milliseconds).
-      if self.device.type == "cuda" and self._weights_apart:
+      if self._weights_apart:
         self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under the hold
       else:
         with self._fence("upload", timing=False, slot=False):
@@ -1006,8 +1007,7 @@ class Judge:
       self.worker.kill()
       self.worker = None
     self.ref_model = None
-    device = getattr(self, "device", None)  # (set once the judge has a device: _evaluate)
-    if device is not None and device.type == "cuda":
+    if self.device is not None and self.device.type == "cuda":
       self.torch.cuda.empty_cache()
 
   def _release_gpu_memory(self) -> None:
@@ -1060,8 +1060,7 @@ class Judge:
     (weights_kept_fit, evidence["weights_apart"]): then its reference stays on the CPU until
     its candidate's hold, and everything runs in that one hold of the whole GPU, the worker (and
     its model) killed in it."""
-    device = getattr(self, "device", None)
-    if device is None or device.type != "cuda":
+    if self.device is None or self.device.type != "cuda":
       return False
     sizes, total, judges = self._memory_on_gpu
     if sizes["weight_bytes"] is None or weights_kept_fit(sizes["weight_bytes"], total, judges):

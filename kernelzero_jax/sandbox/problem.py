@@ -100,6 +100,13 @@ class _LargestResult(torch.utils._python_dispatch.TorchDispatchMode):  # pylint:
     return out
 
 
+def _storage_bytes(tensors: Sequence[torch.Tensor]) -> int:
+  """The bytes of the tensors' storages, each once: a view keeps its whole base alive, and two
+  views of one base (or tied weights) count it once."""
+  storages = {x.untyped_storage()._cdata: x.untyped_storage().nbytes() for x in tensors}  # pylint: disable=protected-access
+  return sum(storages.values())
+
+
 def output_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
                  get_inputs: Callable[[], Sequence[Any]]) -> int | None:
   """The bytes of what one forward of the module leaves or makes on the way, whichever is more:
@@ -119,9 +126,7 @@ def output_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
   tensors = [x for x in outputs if isinstance(x, torch.Tensor)]
   if any(not x.is_meta for x in tensors):
     return None
-  # By storage: a view keeps its whole base alive, and two views of one base count it once.
-  storages = {x.untyped_storage()._cdata: x.untyped_storage().nbytes() for x in tensors}  # pylint: disable=protected-access
-  return max(largest.largest, sum(storages.values()))
+  return max(largest.largest, _storage_bytes(tensors))
 
 
 def weight_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]]) -> int | None:
@@ -138,8 +143,7 @@ def weight_bytes(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]]) 
   tensors = [*model.parameters(), *model.buffers()]
   if any(not x.is_meta for x in tensors):
     return None
-  storages = {x.untyped_storage()._cdata: x.untyped_storage().nbytes() for x in tensors}  # pylint: disable=protected-access
-  return sum(storages.values())
+  return _storage_bytes(tensors)
 
 
 def construct_model(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
