@@ -28,8 +28,10 @@ The server ends when its caller does (and kills the judges it started); judges e
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import select
@@ -83,6 +85,25 @@ def preload(device: str) -> None:
     cache.triton_key()
   if torch.cuda.is_initialized():
     raise RuntimeError("importing the sandbox initialised CUDA; judges cannot be forked")
+  freeze_imports()
+
+
+def freeze_imports() -> None:
+  """Moves every object alive now (the imports: about 180,000 objects with torch and triton) out
+  of the garbage collector's sight, in this process and in every process forked from it. A full
+  collection then looks only at what was made since: 0.04 ms instead of 90 ms on this project's
+  CPU machine. Judges collect after each job (judge_host._gpu_memory_back: between a verdict
+  and its report) and kept workers before their memory is checked (worker.drop: under the hold),
+  and Python's own full collections come during checks and timings. Frozen objects are still
+  freed when nothing refers to them; only cycles among them would stay. Off with
+  KZ_GC_FREEZE=0 (benchmarks compare the two)."""
+  if os.environ.get("KZ_GC_FREEZE", "1") == "0":
+    return
+  gc.collect()
+  gc.freeze()
+  # Interpreter exit then frees nothing frozen, and extension modules (triton's nanobind) print
+  # leak reports about it: unfrozen first. (Processes that end with os._exit skip this.)
+  atexit.register(gc.unfreeze)
 
 
 def job_facts(job_path: str) -> tuple[str | None, int, int]:
