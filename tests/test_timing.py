@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from kernelzero_jax.sandbox import timing
 
@@ -36,7 +37,7 @@ def test_the_timing_reports_the_median_time_past_forwards_end_on_its_stream(stre
                                target_s=0.05, min_trials=3)
   assert timer.calls == seeds[:7]  # one fresh input set per call, in order
   assert result == {"median_ms": 11.0, "times_ms": [10.0, 12.0, 11.0, 30.0, 10.0], "trials": 5,
-                    "after_forward_ms": 2.0 if stream else None}
+                    "after_forward_ms": 2.0 if stream else None, "input_sets": 7}
 
 
 def test_audited_trials_are_neither_timed_nor_counted_past_the_stream():
@@ -49,3 +50,58 @@ def test_audited_trials_are_neither_timed_nor_counted_past_the_stream():
   assert audited == [3]  # the second trial's input set, after the 2 warm-up calls
   assert result["times_ms"] == [10.0, 11.0, 30.0, 10.0] and result["trials"] == 4
   assert result["after_forward_ms"] == 1.5  # median of 1, 2, 21, 1
+
+
+class _Made:
+  """make_inputs for the reuse tests: records each seed it made a set for."""
+
+  def __init__(self, build):
+    self.build, self.seeds = build, []
+
+  def __call__(self, seed):
+    self.seeds.append(seed)
+    return self.build(seed)
+
+
+def _time_with_reuse(make, forward, trials=5):
+  timer = _ScriptedTimer([(10.0, 9.0)] * (2 + trials))
+  return timing.time_forward(timer, forward, make, list(range(100, 120)), warmup=2,
+                             target_s=trials * 0.01, min_trials=3, reuse_inputs=True)
+
+
+def test_the_reference_is_timed_on_one_input_set_while_its_forward_leaves_it_as_made():
+  make = _Made(lambda seed: [torch.full((4,), float(seed)), [torch.ones(2), 3], None])
+  seen = []
+  result = _time_with_reuse(make, lambda x, nested, none: seen.append(x) or x * 2)
+  assert make.seeds == [100] and result["input_sets"] == 1 and result["trials"] == 5
+  assert all(x is seen[0] for x in seen) and len(seen) == 7
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_an_input_set_the_forward_changed_in_place_is_made_again(where):
+  make = _Made(lambda seed: [torch.full((4,), float(seed)), (torch.ones(2),)])
+
+  def forward(x, nested):
+    (x if where == "top" else nested[0]).add_(1.0)  # the reference changes its inputs
+    return x
+  result = _time_with_reuse(make, forward)
+  assert make.seeds == list(range(100, 107)) and result["input_sets"] == 7
+
+
+def test_inputs_whose_changes_cannot_be_seen_are_made_fresh_for_every_trial():
+  # A dict (or any object) could change without a version counter moving; so could an
+  # inference tensor, which keeps none.
+  make = _Made(lambda seed: [{"x": torch.ones(2)}])
+  assert _time_with_reuse(make, lambda d: d)["input_sets"] == 7
+  with torch.inference_mode():
+    frozen = torch.ones(2)
+  make = _Made(lambda seed: [frozen])
+  assert _time_with_reuse(make, lambda x: x)["input_sets"] == 7
+
+
+def test_without_reuse_every_trial_has_a_fresh_set_even_when_nothing_changed():
+  make = _Made(lambda seed: [torch.full((4,), float(seed))])
+  timer = _ScriptedTimer([(10.0, 9.0)] * 7)
+  result = timing.time_forward(timer, lambda x: x, make, list(range(100, 120)), warmup=2,
+                               target_s=0.05, min_trials=3)
+  assert make.seeds == list(range(100, 107)) and result["input_sets"] == 7
