@@ -37,7 +37,9 @@ several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS`
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
 start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit);
 with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates_per_worker,
-worker_state.py) instead of one. The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
+worker_state.py) instead of one; with `refregen`, the reference timed on a fresh input set per
+trial as the candidate is (SandboxConfig.reference_reuses_inputs); with `gcscan`, the warm
+servers' imports left in the garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports). The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
@@ -61,6 +63,7 @@ medians and the throughput of each path, their ratio, and every candidate whose 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -81,9 +84,10 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
-              "nowarm", "nosetup", "nofence", "onejob")
+              "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:tS][:pN][:fN][:wN]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan][:tS][:pN]"
+             "[:fN][:wN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -211,6 +215,10 @@ class BenchPath(NamedTuple):
   startups_at_once: int | None = None
   # candidates one worker serves in turn (None: SandboxConfig.candidates_per_worker's)
   candidates_per_worker: int | None = None
+  # the reference timed on one input set (SandboxConfig.reference_reuses_inputs)
+  reference_reuses_inputs: bool = True
+  # the warm servers' imports out of the garbage collector's sight (zygote.freeze_imports)
+  gc_freeze: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -220,7 +228,9 @@ def parse_path(path: str) -> BenchPath:
   builders not niced; `refafter`: the reference measured after the candidate's checks;
   `release`: memory freed before every hold ends; `nowarm`: no warm-up of the judge when it
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
-  not kept apart from timings; `onejob`: a judge process per candidate; `fN`: at most N
+  not kept apart from timings; `onejob`: a judge process per candidate; `refregen`: the
+  reference timed on a fresh input set per trial; `gcscan`: the warm servers' imports left to the
+  garbage collector; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
   `wN`: a worker serving up to N candidates)."""
   launcher, _, rest = path.partition(":")
@@ -256,7 +266,22 @@ def parse_path(path: str) -> BenchPath:
                    "nonice" not in flags_given, "refafter" not in flags_given,
                    "release" not in flags_given, "nowarm" not in flags_given,
                    "nosetup" not in flags_given, "nofence" not in flags_given,
-                   "onejob" not in flags_given, parallel, startups, per_worker)
+                   "onejob" not in flags_given, parallel, startups, per_worker,
+                   "refregen" not in flags_given, "gcscan" not in flags_given)
+
+
+@contextlib.contextmanager
+def _gc_freeze(on: bool):
+  """KZ_GC_FREEZE for the warm servers a path's pool starts (zygote.freeze_imports)."""
+  before = os.environ.get("KZ_GC_FREEZE")
+  os.environ["KZ_GC_FREEZE"] = "1" if on else "0"
+  try:
+    yield
+  finally:
+    if before is None:
+      os.environ.pop("KZ_GC_FREEZE", None)
+    else:
+      os.environ["KZ_GC_FREEZE"] = before
 
 
 def _median(values: list[float]) -> float | None:
@@ -355,13 +380,14 @@ def run() -> dict:
                                  candidates_per_worker=(
                                      base.candidates_per_worker
                                      if path.candidates_per_worker is None
-                                     else path.candidates_per_worker))
+                                     else path.candidates_per_worker),
+                                 reference_reuses_inputs=path.reference_reuses_inputs)
     parallel = path.parallel or _PARALLEL.value
     t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
     with open(log_path, "w", encoding="utf-8") as log, CpuLoad() as cpu, \
-        GpuClocks(enabled=device == "cuda") as clocks, \
+        GpuClocks(enabled=device == "cuda") as clocks, _gc_freeze(path.gc_freeze), \
         SandboxPool(config, max_parallel=parallel, launcher=path.launcher) as pool:
 
       def keep(i: int, job: Job, verdict) -> None:

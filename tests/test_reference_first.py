@@ -324,3 +324,47 @@ def test_a_judge_whose_weights_stay_off_the_gpu_measures_the_reference_in_its_on
   assert not judge._reference_on_cpu  # pylint: disable=protected-access
   judge._upload_reference()  # once  pylint: disable=protected-access
   assert v.evidence["gpu_seconds"] == uploaded
+
+
+def _look_in_a_thread(judge, take, monkeypatch):
+  """Starts the judge's look at a kept worker (_take_worker) in a thread, as _start_worker does
+  where a worker was kept, with `take` in place of take_kept_worker."""
+  monkeypatch.setattr(judge_lib, "take_kept_worker", take)
+  judge.worker, judge.worker_key = None, "kept worker's key"
+  judge._looking_thread = threading.Thread(  # pylint: disable=protected-access
+      target=judge._take_worker, args=({},), daemon=True)  # pylint: disable=protected-access
+  judge._looking_thread.start()  # pylint: disable=protected-access
+
+
+def test_the_reference_is_timed_during_a_kept_workers_look_and_the_go_sent_after_it(
+    make_judge, monkeypatch):
+  judge, timed, _ = make_judge()
+  kept, looked = judge.worker, threading.Event()
+  kept.next_candidate = lambda spec: None
+
+  def take(key):
+    del key
+    looked.wait(30)  # the worker still looks itself over
+    return kept, {"served": 1, "drift": []}
+  _look_in_a_thread(judge, take, monkeypatch)
+  judge._reference_first()  # pylint: disable=protected-access
+  # Timed, and the go asked for, while the look went on: the go waits for the look.
+  assert timed == [1] and judge.worker is None and not kept.go_sent()
+  looked.set()
+  judge._await_worker()  # pylint: disable=protected-access
+  assert judge.worker is kept and judge.worker_serves == 2
+  assert judge.verdict.evidence["worker_start"] == "kept" and kept.go_sent()
+  assert not kept.go_sent()  # once
+
+
+def test_a_kept_workers_look_that_fails_fails_where_the_judge_waits_for_its_worker(
+    make_judge, monkeypatch):
+  judge, _, _ = make_judge()
+
+  def take(key):
+    raise OSError(f"no worker for {key}")
+  _look_in_a_thread(judge, take, monkeypatch)
+  with pytest.raises(OSError, match="no worker for kept worker's key"):
+    judge._await_worker()  # pylint: disable=protected-access
+  judge._await_worker()  # pylint: disable=protected-access  (raised once)
+  assert judge.worker is None

@@ -561,6 +561,12 @@ class Judge:
     self.awaits_go = False
     self.go_gate: GoGate | None = None
     self._go_timer: threading.Timer | None = None
+    # A kept worker's look at itself runs in this thread beside the judge's own start-up
+    # (_start_worker); a go asked for meanwhile is sent when it ends (_let_triton_worker_go).
+    self._looking_thread: threading.Thread | None = None
+    self._looking_error: BaseException | None = None
+    self._go_lock = threading.Lock()
+    self._go_deferred = False
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
     # Seconds of each kind of work done after the build, summed over its repeats: what a
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
@@ -626,6 +632,9 @@ class Judge:
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
     finally:
+      looking = self._looking_thread
+      if looking is not None:
+        looking.join()
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
@@ -687,21 +696,20 @@ class Judge:
       self.worker_key = worker_key(spec)
     worker_spec = dict(spec, await_go=True) if prebuild or self.awaits_go else spec
     # A kept worker looks itself over first (take_kept_worker, a few tenths of a second): its
-    # builders start before that; a new worker's start beside them, as it always has.
+    # builders start before that, and the look runs in a thread while this judge loads the
+    # reference and times it (_reference_first: the look is the worker's own CPU work, with no
+    # candidate of this job in it, and a new worker started where it fails starts its CUDA
+    # context inside the fence, apart from that timing). On an H200, done before them, the
+    # look held a lone Triton candidate back 0.33 s. A new worker's start beside the builders,
+    # as it always has.
     builders_first = self.worker_key is not None and PARKED is not None
     if builders_first:
       self._start_builders(spec, prebuild)
-    kept, reuse = take_kept_worker(self.worker_key) if self.worker_key else (None, None)
-    if kept is not None:
-      kept.next_candidate(worker_spec)
-      self.worker, self.worker_serves = kept, reuse["served"] + 1
+      self._looking_thread = threading.Thread(target=self._take_worker, args=(worker_spec,),
+                                              name="kept-worker-look", daemon=True)
+      self._looking_thread.start()
     else:
-      self.worker, self.worker_serves = WorkerHandle(worker_spec, cfg.memory_limit_gb), 1
-    if reuse is not None:
-      self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
-    self.verdict.evidence["worker_start"] = ("kept" if kept is not None
-                                             else self.worker.start_method)
-    self.verdict.evidence["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
+      self._take_worker(worker_spec)
     if self.awaits_go and not prebuild:
       self._go_timer = threading.Timer(TRITON_GO_DEADLINE_S, self._let_triton_worker_go)
       self._go_timer.daemon = True
@@ -710,6 +718,44 @@ class Judge:
       self._start_builders(spec, prebuild)
     if prebuild:  # the worker builds once its prebuilder is done
       self._start_hand_over()
+
+  def _take_worker(self, worker_spec: dict[str, Any]) -> None:
+    """The kept worker, if it passes its look (take_kept_worker), else a new one, as this
+    judge's worker. (In a thread where a kept worker looks: _looking_thread.)"""
+    try:
+      kept, reuse = take_kept_worker(self.worker_key) if self.worker_key else (None, None)
+      if kept is not None:
+        kept.next_candidate(worker_spec)
+        self.worker, self.worker_serves = kept, reuse["served"] + 1
+      else:
+        self.worker = WorkerHandle(worker_spec, self.cfg.memory_limit_gb)
+        self.worker_serves = 1
+      if reuse is not None:
+        self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
+      self.verdict.evidence["worker_start"] = ("kept" if kept is not None
+                                               else self.worker.start_method)
+      self.verdict.evidence["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
+    except BaseException as e:  # pylint: disable=broad-except
+      if self._looking_thread is None:
+        raise
+      self._looking_error = e  # raised where the judge waits for its worker (_await_worker)
+    finally:
+      with self._go_lock:
+        self._looking_thread = None if threading.current_thread() is self._looking_thread \
+            else self._looking_thread
+        deferred, self._go_deferred = self._go_deferred, False
+      if deferred:
+        self._let_triton_worker_go()
+
+  def _await_worker(self) -> None:
+    """Waits for the kept worker's look (_take_worker), if one is under way, and raises what
+    failed there."""
+    thread = self._looking_thread
+    if thread is not None and thread is not threading.current_thread():
+      thread.join()
+    error, self._looking_error = self._looking_error, None
+    if error is not None:
+      raise error
 
   def _start_builders(self, spec: dict[str, Any], prebuild: bool) -> None:
     """Workers beside the worker that only build: on no GPU, niced (SandboxConfig.build_nice)
@@ -819,6 +865,7 @@ class Judge:
     v.stage = "build"
     # The deadline counts from the worker's start, or from its go (after a prebuilder, or after
     # _reference_first); the build ran while the reference loaded.
+    self._await_worker()
     if self._hand_over_thread is not None:
       self._hand_over_thread.join()
     started = self.go_sent_at or self.worker_started
@@ -929,9 +976,15 @@ class Judge:
     Whatever happened to the prebuilder, the worker builds as it would have without one
     (evidence["cuda_prebuild"])."""
     from kernelzero_jax.sandbox import cuda_prebuild  # pylint: disable=import-outside-toplevel
-    prebuilder, worker, gate = self.prebuilder, self.worker, self.go_gate
+    prebuilder, gate = self.prebuilder, self.go_gate
 
     def hand_over() -> None:
+      looking = self._looking_thread  # a kept worker's look: the worker is known after it
+      if looking is not None:
+        looking.join()
+      worker = self.worker
+      if worker is None:  # it failed to start: the judge's wait for it says why
+        return
       wait_s = min(self.cfg.build_timeout_s, cuda_prebuild.MAX_WAIT_S)
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
           prebuilder, worker, self.workdir, wait_s, gate.open if gate is not None else None)
@@ -1002,7 +1055,9 @@ class Judge:
   def _give_back_after_failure(self) -> None:
     """After a failure under a hold, before it ends: the worker is killed (its candidate's memory
     goes with its CUDA context; this judge's views of its outputs went with the failure's
-    frames), and this judge's reference model and cached blocks are freed."""
+    frames), and this judge's reference model and cached blocks are freed. (A kept worker
+    still looking itself over, _take_worker, holds no candidate's memory: it goes at the end of
+    the job.)"""
     if self.worker is not None:
       self.worker.kill()
       self.worker = None
@@ -1249,6 +1304,10 @@ class Judge:
   def _let_triton_worker_go(self) -> None:
     """A Triton worker's go, once (go_gate.GoGate.open: not while the reference is timed).
     A CUDA worker's comes from its prebuilder's hand-over (_start_hand_over)."""
+    with self._go_lock:
+      if self._looking_thread not in (None, threading.current_thread()):
+        self._go_deferred = True  # sent when the kept worker's look ends (_take_worker)
+        return
     if (self.backend != "triton" or self.go_gate is None or self.worker is None
         or not self.go_gate.open()):  # (none: killed after a failure, _give_back_after_failure)
       return
@@ -1506,13 +1565,17 @@ class Judge:
       timer = timing.Timer(self.device)
       make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
       ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
-                                cfg.timing_target_s, cfg.min_trials)
+                                cfg.timing_target_s, cfg.min_trials,
+                                reuse_inputs=cfg.reference_reuses_inputs)
     v.reference_ms = ref["median_ms"]
+    if ref.get("input_sets") is not None:  # (timing.time_forward's; made again if changed)
+      v.evidence["reference_input_sets"] = ref["input_sets"]
     if cfg.compare_torch_compile:
       try:
         compiled = self.torch.compile(self.ref_model)
         comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup,
-                                   cfg.timing_target_s, cfg.min_trials)
+                                   cfg.timing_target_s, cfg.min_trials,
+                                   reuse_inputs=cfg.reference_reuses_inputs)
         v.compile_ms = comp["median_ms"]
       except Exception as e:  # pylint: disable=broad-except
         v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])
