@@ -37,7 +37,7 @@ several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS`
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
 start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit);
 with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates_per_worker,
-worker_state.py) instead of one; with `refregen`, the reference timed on a fresh input set per
+worker_state.py; `w1`: a new worker per candidate) instead of the device's default (8 on a GPU); with `refregen`, the reference timed on a fresh input set per
 trial as the candidate is (SandboxConfig.reference_reuses_inputs); with `gcscan`, the warm
 servers' imports left in the garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports). The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).

@@ -168,7 +168,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   path = lambda name, **fields: BenchPath(name, name.split(":")[0], True, True, None, 0)._replace(
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
-  assert tuple(parse_path("zygote:fast")[6:]) == (True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
+  assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
+                                                 + (True,) * 2)
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -231,6 +232,10 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite_pch:f0:onejob") == path(
       "zygote:lite_pch:f0:onejob", lite=3, judges_serve_several=False, startups_at_once=0)
   assert parse_path("zygote:lite_pch:gpu4:f8").startups_at_once == 8
+  assert parse_path("zygote:lite_pch:t0.25:refregen:gcscan") == path(
+      "zygote:lite_pch:t0.25:refregen:gcscan", lite=3, timing_target_s=0.25,
+      reference_reuses_inputs=False, gc_freeze=False)
+  assert parse_path("zygote:lite_pch:gcscan:w1").candidates_per_worker == 1
   assert parse_path("zygote:lite_pch:p8:nofence:t0.1") == path(
       "zygote:lite_pch:p8:nofence:t0.1", lite=3, parallel=8, fenced=False, timing_target_s=0.1)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",

@@ -113,8 +113,24 @@ def test_judges_draw_their_own_input_seeds_only_where_workers_are_kept():
   shared = dataclasses.asdict(dataclasses.replace(CONFIG, candidates_per_worker=1, seed=3))
   assert {judge.Judge(dict(job, config=shared)).base_seed for _ in range(3)} == {3 * 1_000_003}
   kept = dataclasses.asdict(dataclasses.replace(CONFIG, seed=3))
-  seeds = [judge.Judge(dict(job, config=kept)).base_seed for _ in range(3)]
+  judges = [judge.Judge(dict(job, config=kept)) for _ in range(3)]
+  seeds = [j.base_seed for j in judges]
   assert len(set(seeds)) == 3 and all(s > 3 * 1_000_003 for s in seeds)
+  # Each verdict keeps its base, from which its inputs can be made again.
+  assert [j.verdict.evidence["input_seed_base"] for j in judges] == seeds
+
+
+def test_workers_serve_eight_candidates_on_a_gpu_and_one_on_the_cpu_unless_told():
+  assert SandboxConfig(device="cuda").worker_candidates() == 8
+  assert SandboxConfig(device="cpu").worker_candidates() == 1
+  assert SandboxConfig(device="cuda", candidates_per_worker=1).worker_candidates() == 1
+  assert SandboxConfig(device="cpu", candidates_per_worker=3).worker_candidates() == 3
+  with pytest.raises(ValueError, match="candidates_per_worker must be >= 1"):
+    SandboxConfig(candidates_per_worker=0)
+  # A GPU judge by default draws its own seeds, as kept workers need.
+  job = {"reference_source": REFERENCE, "candidate_source": HONEST, "backend": "triton",
+         "config": dataclasses.asdict(SandboxConfig(device="cuda", seed=3))}
+  assert judge.Judge(job).base_seed > 3 * 1_000_003
 
 
 # Each leftover a candidate could leave in its worker, by class, and one that is not a leftover.

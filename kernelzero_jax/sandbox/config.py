@@ -142,10 +142,11 @@ class SandboxConfig:
   # and torch state, the dispatcher's operators, OS threads, GPU memory); it is stopped while
   # its judge writes a verdict. Judges then draw their own input seeds (instead of ones derived
   # from `seed` alone), and a candidate that fails in a kept worker is judged again in a new one.
-  # Off by default: on an H200 (BENCHMARKS.md) 8 per worker made a batch of 70 CUDA candidates
-  # 1.04x faster, but 24 kept workers' memory ran one judge out of GPU memory, and one lone
-  # Triton candidate was no faster.
-  candidates_per_worker: int = 1
+  # (The seeds' base goes to evidence["input_seed_base"].) None: 8 on a GPU, 1 on the CPU (where
+  # a judge process serves one job). On an H200 (BENCHMARKS.md) a batch of 259 CUDA candidates
+  # ran at 57.6 a minute with 8 against 46.9 with 1: a new worker's CUDA context waits for the
+  # start-up fence, which timings close, 11-14 s at the median in such a batch.
+  candidates_per_worker: int | None = None
   # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
   # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
   # time-slice, so those timings would lengthen, a shared reference time with them), and are
@@ -170,8 +171,8 @@ class SandboxConfig:
       raise ValueError("startups_at_once must be >= 0 (0: no limit)")
     if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:
       raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
-    if self.candidates_per_worker < 1:
-      raise ValueError("candidates_per_worker must be >= 1")
+    if self.candidates_per_worker is not None and self.candidates_per_worker < 1:
+      raise ValueError("candidates_per_worker must be >= 1 (or None: the device's default)")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):
@@ -192,6 +193,12 @@ class SandboxConfig:
     if self.jobs_per_judge_process is not None:
       return self.jobs_per_judge_process
     return 32 if self.device == "cuda" else 1
+
+  def worker_candidates(self) -> int:
+    """candidates_per_worker, with None as its device's default."""
+    if self.candidates_per_worker is not None:
+      return self.candidates_per_worker
+    return 8 if self.device == "cuda" else 1
 
   def tolerance_name(self) -> str:
     return "custom" if (self.atol is not None and self.rtol is not None) else self.tolerance

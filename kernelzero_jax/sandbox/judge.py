@@ -584,8 +584,9 @@ class Judge:
     # every judge draws its own, so that nothing one candidate left in a worker (its outputs,
     # say) matches the inputs of the next.
     self.base_seed = self.cfg.seed * 1_000_003
-    if self.cfg.candidates_per_worker > 1:
+    if self.cfg.worker_candidates() > 1:
       self.base_seed += 2_000_006 * (1 + int.from_bytes(os.urandom(4), "little"))
+    self.verdict.evidence["input_seed_base"] = self.base_seed  # (its inputs made again from it)
 
   # -- entry ---------------------------------------------------------------------------------
 
@@ -689,8 +690,8 @@ class Judge:
                       and (self.backend == "triton" or prebuild) and self._reference_unmeasured())
     self.go_gate = GoGate() if self.awaits_go else None
     self.worker_started = time.perf_counter()
-    if KEEP_WORKERS and cfg.candidates_per_worker > 1 and not self.job.get("fresh_worker"):
-      spec["candidates_per_worker"] = cfg.candidates_per_worker
+    if KEEP_WORKERS and cfg.worker_candidates() > 1 and not self.job.get("fresh_worker"):
+      spec["candidates_per_worker"] = cfg.worker_candidates()
       # Extension names of this candidate's own (worker._renamed), its prebuilder's too.
       spec["extension_suffix"] = "_kz" + os.urandom(4).hex()
       self.worker_key = worker_key(spec)
@@ -1356,7 +1357,7 @@ class Judge:
     back and is kept for the next job (_keep_worker), where it may serve more; otherwise it is
     killed, as it always is after a failure."""
     cfg = self.cfg
-    if self.worker_key and self.worker_serves < cfg.candidates_per_worker:
+    if self.worker_key and self.worker_serves < cfg.worker_candidates():
       try:
         dropped = self.worker.request({"cmd": "drop"}, cfg.correctness_timeout_s, "cleanup")
         # (Memory it could not give back would stay, outside every hold, while it is kept.)

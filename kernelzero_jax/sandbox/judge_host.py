@@ -9,8 +9,8 @@ device, up to SandboxConfig.jobs_per_judge() jobs.
 
 What stays as it was: each candidate runs in a worker process of its own, started for it, which
 never shares a process with the reference or the comparison, and never with another candidate
-(unless SandboxConfig.candidates_per_worker, off by default, lets this process keep a worker
-for its next job: judge.take_kept_worker, worker_state.py).
+(unless SandboxConfig.candidates_per_worker, 8 on a GPU by default, lets this process keep a
+worker for its next job: judge.take_kept_worker, worker_state.py).
 What changes, and how isolation is kept:
 - After its first job this process holds a CUDA context and has read a caller's secret, so its
   workers can no longer be forked from it. Its first job's workers are forked before either (as
