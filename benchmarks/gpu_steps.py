@@ -23,6 +23,7 @@ per-process samples), what judges and workers held on the GPU outside their hold
 from __future__ import annotations
 
 import collections
+import gzip
 import json
 import re
 import statistics
@@ -45,14 +46,20 @@ def held_seconds(verdict: dict[str, Any]) -> float:
   return sum(v for k, v in steps.items() if k not in OFF_HOLD)
 
 
+def _open_text(path: str):
+  """A results file, gzipped (name ending .gz, as stored under benchmarks/results) or not."""
+  return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(
+      path, encoding="utf-8")
+
+
 def read_verdicts(paths: Iterable[str], problem_regex: str | None = None,
                   backend: str | None = None) -> list[dict]:
   """Verdicts from verdict logs (JSONL), or from the JSON a throughput run wrote (every
   path's rows)."""
   rows = []
   for path in paths:
-    with open(path, encoding="utf-8") as f:
-      if path.endswith(".jsonl"):
+    with _open_text(path) as f:
+      if path.removesuffix(".gz").endswith(".jsonl"):
         rows += [json.loads(line) for line in f if line.strip()]
       else:
         rows += [r for result in json.load(f)["results"].values() for r in result["rows"]]
@@ -344,7 +351,7 @@ def oom_processes(rows: list[dict], least_gib: float = 2.0) -> list[dict[str, An
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
-  with open(path, encoding="utf-8") as f:
+  with _open_text(path) as f:
     for line in f:
       parts = line.strip().split(",")
       try:

@@ -9,6 +9,7 @@ malformed requests, and a worker it forks cannot read the caller's secret.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import pathlib
@@ -400,6 +401,10 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   assert gpu_steps.held_seconds(rows[0]) == 1.75 and gpu_steps.held_seconds(rows[1]) == 3.75
   summary = gpu_steps.summarize(gpu_steps.read_verdicts([str(log)], "^a$"))
   assert summary["num"] == 2 and summary["held_s_sum"] == 5.5
+  # Logs stored gzipped under benchmarks/results read the same.
+  stored = tmp_path / "v.jsonl.gz"
+  stored.write_bytes(gzip.compress(log.read_bytes()))
+  assert gpu_steps.read_verdicts([str(stored)], "^a$") == gpu_steps.read_verdicts([str(log)], "^a$")
   assert summary["median_total_s"] == {"all": 4.0, "correct": 4.0}
   assert summary["triton_precompile"]["n"] == 0 and summary["triton_seed_planted"] == 0
   assert summary["steps"]["compare"] == {"n": 2, "sum": 0.8, "median": 0.375}
