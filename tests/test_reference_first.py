@@ -368,3 +368,27 @@ def test_a_kept_workers_look_that_fails_fails_where_the_judge_waits_for_its_work
     judge._await_worker()  # pylint: disable=protected-access
   judge._await_worker()  # pylint: disable=protected-access  (raised once)
   assert judge.worker is None
+
+
+@pytest.mark.parametrize("prebuilding", [True, False])
+def test_the_second_construction_is_awaited_while_a_prebuilder_holds_the_go(
+    make_judge, monkeypatch, prebuilding):
+  monkeypatch.setattr(judge_lib, "REFERENCE_FIRST_WAIT_S", 0.05)
+  judge, timed, _ = make_judge()
+  built, handed_over = threading.Event(), threading.Event()
+  judge._second_reference_thread = threading.Thread(  # pylint: disable=protected-access
+      target=built.wait, args=(0.6,), daemon=True)  # longer than the wait without a prebuilder
+  judge._second_reference_thread.start()  # pylint: disable=protected-access
+  if prebuilding:  # a CUDA worker's go comes from its prebuilder's hand-over, seconds later
+    judge._hand_over_thread = threading.Thread(  # pylint: disable=protected-access
+        target=handed_over.wait, args=(30,), daemon=True)
+    judge._hand_over_thread.start()  # pylint: disable=protected-access
+  judge._reference_first()  # pylint: disable=protected-access
+  handed_over.set()
+  evidence = judge.verdict.evidence["reference_first"]
+  if prebuilding:
+    assert evidence["timed"] and timed == [1]
+    assert not judge._second_reference_thread.is_alive()  # pylint: disable=protected-access
+  else:
+    assert evidence["skipped"] == "the reference's second construction was still running"
+    assert timed == []
