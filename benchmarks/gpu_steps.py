@@ -348,6 +348,18 @@ def oom_processes(rows: list[dict], least_gib: float = 2.0) -> list[dict[str, An
   return out
 
 
+def verdicts_differ(rows: list[dict], others: list[dict]) -> dict[str, Any]:
+  """Two runs of one batch, name by name: how many names both judged, the names only one did,
+  and every name whose status or stage differs (sandbox_throughput compares paths of one run
+  so; this compares separate runs)."""
+  key = lambda r: (r.get("status"), r.get("stage"))
+  mine, theirs = {r["name"]: r for r in rows}, {r["name"]: r for r in others}
+  both = sorted(set(mine) & set(theirs))
+  return {"compared": len(both), "only_one": sorted(set(mine) ^ set(theirs)),
+          "differ": [{"name": n, "this": key(mine[n]), "other": key(theirs[n])}
+                     for n in both if key(mine[n]) != key(theirs[n])]}
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -386,6 +398,8 @@ def _define_flags() -> None:
   flags.DEFINE_string("backend", None, "Only candidates of this backend (cuda, triton).")
   flags.DEFINE_string("smi_csv", None, "nvidia-smi samples: memory.used, utilization.gpu.")
   flags.DEFINE_string("apps_csv", None, "Per-process GPU memory samples (gpu_apps.py).")
+  flags.DEFINE_list("against", None, "Verdict logs of another run of the same batch: whether "
+                    "every candidate's status and stage agree, name by name.")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -416,6 +430,9 @@ def main(argv: list[str]) -> None:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
   for oom in oom_processes(rows):
     print("\nout of GPU memory:", oom)
+  if flags.FLAGS.against:
+    print("\nagainst the other run's verdicts:", verdicts_differ(
+        rows, read_verdicts(flags.FLAGS.against, args.problem_regex, args.backend)))
   if flags.FLAGS.apps_csv:
     print("\nGPU memory outside the holds:",
           memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))

@@ -405,6 +405,15 @@ def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   stored = tmp_path / "v.jsonl.gz"
   stored.write_bytes(gzip.compress(log.read_bytes()))
   assert gpu_steps.read_verdicts([str(stored)], "^a$") == gpu_steps.read_verdicts([str(log)], "^a$")
+  # Two runs of a batch, name by name.
+  run = lambda *named: [{"name": n, "status": s, "stage": "done"} for n, s in named]
+  assert gpu_steps.verdicts_differ(run(("x", "correct"), ("y", "correct")),
+                                   run(("y", "correct"), ("x", "correct"))) == {
+                                       "compared": 2, "only_one": [], "differ": []}
+  assert gpu_steps.verdicts_differ(run(("x", "correct"), ("y", "correct")),
+                                   run(("x", "incorrect"), ("z", "correct"))) == {
+      "compared": 1, "only_one": ["y", "z"],
+      "differ": [{"name": "x", "this": ("correct", "done"), "other": ("incorrect", "done")}]}
   assert summary["median_total_s"] == {"all": 4.0, "correct": 4.0}
   assert summary["triton_precompile"]["n"] == 0 and summary["triton_seed_planted"] == 0
   assert summary["steps"]["compare"] == {"n": 2, "sum": 0.8, "median": 0.375}
