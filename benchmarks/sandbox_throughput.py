@@ -37,10 +37,12 @@ several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS`
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
 start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit);
 with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates_per_worker,
-worker_state.py; `w1`: a new worker per candidate) instead of the device's default (8 on a GPU); with `refregen`, the reference timed on a fresh input set per
-trial as the candidate is (SandboxConfig.reference_reuses_inputs); with `gcscan`, the warm
-servers' imports left in the garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports). The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
-first (once per machine; its time is printed).
+worker_state.py; `w1`: a new worker per candidate) instead of the device's default (8 on a GPU);
+with `refregen`, the reference timed on a fresh input set per trial as the candidate is
+(SandboxConfig.reference_reuses_inputs); with `gcscan`, the warm servers' imports left in the
+garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports). The trailing flags come in
+any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
+time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
 same run:
@@ -86,8 +88,8 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
-             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan][:tS][:pN]"
-             "[:fN][:wN]")
+             "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
+             "[:tS][:pN][:fN][:wN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")

@@ -331,6 +331,7 @@ def _look_in_a_thread(judge, take, monkeypatch):
   where a worker was kept, with `take` in place of take_kept_worker."""
   monkeypatch.setattr(judge_lib, "take_kept_worker", take)
   judge.worker, judge.worker_key = None, "kept worker's key"
+  judge._looking = True  # pylint: disable=protected-access
   judge._looking_thread = threading.Thread(  # pylint: disable=protected-access
       target=judge._take_worker, args=({},), daemon=True)  # pylint: disable=protected-access
   judge._looking_thread.start()  # pylint: disable=protected-access

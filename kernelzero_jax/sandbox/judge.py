@@ -562,10 +562,12 @@ class Judge:
     self.go_gate: GoGate | None = None
     self._go_timer: threading.Timer | None = None
     # A kept worker's look at itself runs in this thread beside the judge's own start-up
-    # (_start_worker); a go asked for meanwhile is sent when it ends (_let_triton_worker_go).
+    # (_start_worker); a go asked for while `_looking` is sent when it ends
+    # (_let_triton_worker_go). Both flags change under `_go_lock`.
     self._looking_thread: threading.Thread | None = None
     self._looking_error: BaseException | None = None
     self._go_lock = threading.Lock()
+    self._looking = False
     self._go_deferred = False
     self.workdir = tempfile.mkdtemp(prefix="kz_candidate_")
     # Seconds of each kind of work done after the build, summed over its repeats: what a
@@ -633,9 +635,7 @@ class Judge:
     except StageFailure as f:
       return self._finish(f.status, [f.reason])
     finally:
-      looking = self._looking_thread
-      if looking is not None:
-        looking.join()
+      self._join_look()
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
@@ -706,6 +706,7 @@ class Judge:
     builders_first = self.worker_key is not None and PARKED is not None
     if builders_first:
       self._start_builders(spec, prebuild)
+      self._looking = True
       self._looking_thread = threading.Thread(target=self._take_worker, args=(worker_spec,),
                                               name="kept-worker-look", daemon=True)
       self._looking_thread.start()
@@ -737,23 +738,24 @@ class Judge:
                                                else self.worker.start_method)
       self.verdict.evidence["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
     except BaseException as e:  # pylint: disable=broad-except
-      if self._looking_thread is None:
+      if not self._looking:
         raise
       self._looking_error = e  # raised where the judge waits for its worker (_await_worker)
     finally:
       with self._go_lock:
-        self._looking_thread = None if threading.current_thread() is self._looking_thread \
-            else self._looking_thread
+        self._looking = False
         deferred, self._go_deferred = self._go_deferred, False
       if deferred:
         self._let_triton_worker_go()
 
+  def _join_look(self) -> None:
+    """Waits for the kept worker's look (_take_worker), if one was started."""
+    if self._looking_thread is not None:
+      self._looking_thread.join()
+
   def _await_worker(self) -> None:
-    """Waits for the kept worker's look (_take_worker), if one is under way, and raises what
-    failed there."""
-    thread = self._looking_thread
-    if thread is not None and thread is not threading.current_thread():
-      thread.join()
+    """_join_look, then raises what failed in the look."""
+    self._join_look()
     error, self._looking_error = self._looking_error, None
     if error is not None:
       raise error
@@ -980,9 +982,7 @@ class Judge:
     prebuilder, gate = self.prebuilder, self.go_gate
 
     def hand_over() -> None:
-      looking = self._looking_thread  # a kept worker's look: the worker is known after it
-      if looking is not None:
-        looking.join()
+      self._join_look()  # a kept worker's: the worker is known after it
       worker = self.worker
       if worker is None:  # it failed to start: the judge's wait for it says why
         return
@@ -1324,7 +1324,7 @@ class Judge:
     """A Triton worker's go, once (go_gate.GoGate.open: not while the reference is timed).
     A CUDA worker's comes from its prebuilder's hand-over (_start_hand_over)."""
     with self._go_lock:
-      if self._looking_thread not in (None, threading.current_thread()):
+      if self._looking:
         self._go_deferred = True  # sent when the kept worker's look ends (_take_worker)
         return
     if (self.backend != "triton" or self.go_gate is None or self.worker is None
