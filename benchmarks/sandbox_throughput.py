@@ -40,7 +40,11 @@ with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates
 worker_state.py; `w1`: a new worker per candidate) instead of the device's default (8 on a GPU);
 with `refregen`, the reference timed on a fresh input set per trial as the candidate is
 (SandboxConfig.reference_reuses_inputs); with `gcscan`, the warm servers' imports left in the
-garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports). The trailing flags come in
+garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports); with `wsspawn`, a judge
+process's worker server a fresh interpreter it starts after its first job instead of a fork of it
+made before (KZ_WORKER_SERVER_FORK=0: forked_worker_server.py); with `seqlaunch`, a Triton
+precompiler building its kernels' C launchers after their compiles instead of beside them
+(KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py). The trailing flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -86,10 +90,11 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
-              "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan")
+              "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
+              "seqlaunch")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:tS][:pN][:fN][:wN]")
+             "[:wsspawn][:seqlaunch][:tS][:pN][:fN][:wN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -124,6 +129,11 @@ _TIMING_TARGET = flags.DEFINE_float(
     "its copies shows what a shorter target costs in precision.")
 _DEVICE = flags.DEFINE_string("device", "cuda", "cuda, or cpu (Triton interpreter, no timing).")
 _OUT = flags.DEFINE_string("out", "sandbox_throughput.json", "Where to write the results.")
+_WARM_UP = flags.DEFINE_bool(
+    "warm_up", True, "Start each path's warm judge server (and the machine builds) before its "
+    "clock starts, as the Coder's environment does while its policy samples "
+    "(SandboxPool.warm_up); the start is reported apart (server_start_s). False: the first "
+    "judgement starts it, inside the clock.")
 
 STAGES = ("queue", "launch", "build", "gpu_wait", "correctness", "timing", "exit", "total")
 
@@ -221,6 +231,12 @@ class BenchPath(NamedTuple):
   reference_reuses_inputs: bool = True
   # the warm servers' imports out of the garbage collector's sight (zygote.freeze_imports)
   gc_freeze: bool = True
+  # a judge process's worker server forked from it before its first job
+  # (forked_worker_server.py), not a fresh interpreter started after it
+  worker_server_fork: bool = True
+  # Triton 3.6's C launchers built beside their kernels' compiles in the precompiler
+  # (triton_precompile._launchers_beside_kernels), not after them
+  early_launchers: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -232,7 +248,8 @@ def parse_path(path: str) -> BenchPath:
   starts; `nosetup`: candidates' imports and constructors not profiled; `nofence`: start-ups
   not kept apart from timings; `onejob`: a judge process per candidate; `refregen`: the
   reference timed on a fresh input set per trial; `gcscan`: the warm servers' imports left to the
-  garbage collector; `fN`: at most N
+  garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
+  its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
   `wN`: a worker serving up to N candidates)."""
   launcher, _, rest = path.partition(":")
@@ -269,21 +286,27 @@ def parse_path(path: str) -> BenchPath:
                    "release" not in flags_given, "nowarm" not in flags_given,
                    "nosetup" not in flags_given, "nofence" not in flags_given,
                    "onejob" not in flags_given, parallel, startups, per_worker,
-                   "refregen" not in flags_given, "gcscan" not in flags_given)
+                   "refregen" not in flags_given, "gcscan" not in flags_given,
+                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given)
 
 
 @contextlib.contextmanager
-def _gc_freeze(on: bool):
-  """KZ_GC_FREEZE for the warm servers a path's pool starts (zygote.freeze_imports)."""
-  before = os.environ.get("KZ_GC_FREEZE")
-  os.environ["KZ_GC_FREEZE"] = "1" if on else "0"
+def _server_env(path: BenchPath):
+  """The environment a path's pool starts its warm server with, which its judges and workers
+  inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
+  KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels)."""
+  wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
+            "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers}
+  before = {key: os.environ.get(key) for key in wanted}
+  os.environ.update({key: "1" if on else "0" for key, on in wanted.items()})
   try:
     yield
   finally:
-    if before is None:
-      os.environ.pop("KZ_GC_FREEZE", None)
-    else:
-      os.environ["KZ_GC_FREEZE"] = before
+    for key, value in before.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
 
 
 def _median(values: list[float]) -> float | None:
@@ -385,12 +408,20 @@ def run() -> dict:
                                      else path.candidates_per_worker),
                                  reference_reuses_inputs=path.reference_reuses_inputs)
     parallel = path.parallel or _PARALLEL.value
-    t0 = time.perf_counter()
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
-    with open(log_path, "w", encoding="utf-8") as log, CpuLoad() as cpu, \
-        GpuClocks(enabled=device == "cuda") as clocks, _gc_freeze(path.gc_freeze), \
-        SandboxPool(config, max_parallel=parallel, launcher=path.launcher) as pool:
+    with contextlib.ExitStack() as stack:
+      stack.enter_context(_server_env(path))
+      pool = stack.enter_context(
+          SandboxPool(config, max_parallel=parallel, launcher=path.launcher))
+      started = time.perf_counter()
+      if _WARM_UP.value:
+        pool.warm_up(_BACKENDS.value, wait=True)
+      server_start = time.perf_counter() - started
+      log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
+      cpu = stack.enter_context(CpuLoad())
+      clocks = stack.enter_context(GpuClocks(enabled=device == "cuda"))
+      t0 = time.perf_counter()
 
       def keep(i: int, job: Job, verdict) -> None:
         log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
@@ -432,6 +463,7 @@ def run() -> dict:
     served = judge_processes(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
+                     "server_start_s": round(server_start, 1) if _WARM_UP.value else None,
                      "per_minute": round(60 * len(rows) / wall, 1), "max_parallel": parallel,
                      "cpu_load": load, "gpu_clocks": clock,
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
@@ -578,11 +610,19 @@ def side_worker_summary(rows: list[dict], key: str, done_name: str,
                         done: Callable[[dict], bool]) -> dict[str, Any]:
   """How the workers beside the candidates' workers went (evidence[key]: "triton_precompile"
   or "cuda_prebuild"): how many started, how many did their job (`done`, counted as
-  `done_name`), the median wait for them, the first few distinct errors."""
+  `done_name`), the median wait for them, the medians of the steps they timed (a precompiler's
+  kernels_s and launchers_s), the launchers built beside the kernels' compiles, the first few
+  distinct errors."""
   pre = [(r.get("evidence") or {}).get(key) or {} for r in rows]
-  return {"started": sum(bool(p) for p in pre), done_name: sum(bool(done(p)) for p in pre),
-          "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
-          "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
+  out = {"started": sum(bool(p) for p in pre), done_name: sum(bool(done(p)) for p in pre),
+         "median_waited_s": _median([p["waited_s"] for p in pre if "waited_s" in p]),
+         "errors": sorted({p["error"][:100] for p in pre if p.get("error")})[:5]}
+  for step in ("kernels_s", "launchers_s"):
+    if any(step in p for p in pre):
+      out[f"median_{step}"] = _median([p[step] for p in pre if step in p])
+  if any("launchers_early" in p for p in pre):
+    out["launchers_early"] = sum(p.get("launchers_early", 0) for p in pre)
+  return out
 
 
 def fused_compare_summary(rows: list[dict]) -> dict[str, Any]:

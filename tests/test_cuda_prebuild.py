@@ -385,3 +385,19 @@ def test_the_throughput_benchmark_sums_up_the_prebuilders():
                                                      lambda p: p.get("ok") is True)
   assert prebuild_summary(rows) == {"started": 3, "built": 2, "median_waited_s": 3.0,
                                     "errors": ["e" * 100]}
+
+
+def test_the_throughput_benchmark_sums_up_the_precompilers_steps():
+  # pylint: disable-next=import-outside-toplevel
+  from benchmarks.sandbox_throughput import side_worker_summary
+  rows = [{"evidence": {"triton_precompile": {"kernels": ["k"], "waited_s": 0.5,
+                                              "kernels_s": 0.4, "launchers_s": 0.01,
+                                              "launchers_early": 1}}},
+          {"evidence": {"triton_precompile": {"kernels": ["k", "j"], "waited_s": 0.1,
+                                              "kernels_s": 0.8, "launchers_s": 0.3,
+                                              "launchers_early": 2}}},
+          {"evidence": {"triton_precompile": {"kernels": [], "error": "no GPU"}}}]
+  assert side_worker_summary(rows, "triton_precompile", "with_kernels",
+                             lambda p: bool(p.get("kernels"))) == {
+      "started": 3, "with_kernels": 2, "median_waited_s": 0.3, "errors": ["no GPU"],
+      "median_kernels_s": 0.6, "median_launchers_s": 0.155, "launchers_early": 3}

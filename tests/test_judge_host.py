@@ -70,8 +70,8 @@ def _worker_of(server_pid: int, deadline_s: float = 60.0) -> psutil.Process:
 def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_after():
   # Two hanging candidates, one at a time: both are judged by one judge process. The first's
   # worker is forked by the judge (it had no CUDA context or secret yet); the second's by the
-  # worker server, a fresh interpreter the judge started, not by the judge. Neither holds the
-  # judge's line to the warm server.
+  # worker server, which the judge forked before its first job (forked_worker_server.py), not
+  # by the judge. None of the three holds the judge's line to the warm server.
   seen = []
   with SandboxPool(CONFIG, max_parallel=1) as pool:
     out = []
@@ -85,7 +85,8 @@ def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_af
     for _ in range(2):
       worker = _worker_of(server)
       parent = worker.parent()
-      seen.append((worker.pid, parent.pid, parent.cmdline(), _sockets(worker.pid)))
+      seen.append((worker.pid, parent.pid, parent.ppid(), _sockets(worker.pid),
+                   _sockets(parent.pid)))
       while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
         time.sleep(0.05)
     thread.join(timeout=120)
@@ -96,11 +97,13 @@ def test_workers_come_from_the_judge_before_its_first_job_and_from_its_server_af
   assert [v.status for v in out] == ["timeout", "timeout"], out
   assert [v.evidence["judge_process"] for v in out] == [{"pid": judge_pid, "job": 1},
                                                         {"pid": judge_pid, "job": 2}]
-  (_, first_parent, _, first_sockets), (_, second_parent, second_cmd, second_sockets) = seen
-  assert first_parent == judge_pid
-  assert second_parent != judge_pid and "forkserver" in " ".join(second_cmd), second_cmd
-  # the judge's control socket to the warm server (held all along) is in neither worker
-  assert judge_sockets and not judge_sockets & (first_sockets | second_sockets)
+  first, second = seen
+  assert first[1] == judge_pid
+  assert second[1] != judge_pid and second[2] == judge_pid  # the server, the judge's child
+  server_sockets = second[4]
+  # the judge's control socket to the warm server (held all along) is in no worker, nor in
+  # the server
+  assert judge_sockets and not judge_sockets & (first[3] | second[3] | server_sockets)
 
 
 def _script(code: str, timeout: float = 120) -> str:
@@ -157,6 +160,60 @@ def test_a_worker_server_that_died_is_started_again_and_kept():
       "print(first in kept, same, second != first, second in judge.KEPT_PIDS, "
       "len(judge.KEPT_PIDS), judge_host._running(second))\n")
   assert out.split() == ["True", "True", "True", "True", "2", "True"], out
+
+
+_FORKED_SERVER = (
+    "import multiprocessing, os, socket, sys, psutil\n"
+    "from multiprocessing import forkserver\n"
+    "from kernelzero_jax.sandbox import forked_worker_server, judge, judge_host\n"
+    "{setup}"
+    "line, _ = socket.socketpair()  # as the judge's line to the warm server\n"
+    "secret_r, secret_w = os.pipe()  # as a job's secret\n"
+    "server = judge_host._WorkerServer('cpu')\n"
+    "server.start(fork=True)\n"
+    "pid = forkserver._forkserver._forkserver_pid\n"
+    "me = psutil.Process()\n"
+    "fds = lambda p: {{os.readlink(f'/proc/{{p}}/fd/{{fd}}') for fd in os.listdir(f'/proc/{{p}}/fd')}}\n"
+    "mine = {{os.readlink(f'/proc/self/fd/{{fd}}') for fd in (line.fileno(), secret_r)}}\n"
+    "ctx = multiprocessing.get_context('forkserver')\n"
+    "w = ctx.Process(target=judge_host._running, args=(os.getpid(),))\n"
+    "w.start(); w.join(60)\n"
+    "print(server.how, pid in server.pids, psutil.Process(pid).ppid() == os.getpid(),\n"
+    "      psutil.Process(pid).cmdline() == me.cmdline(), bool(mine & fds(pid)), w.exitcode)\n")
+
+
+def test_the_worker_server_is_forked_before_the_first_job_and_keeps_none_of_its_descriptors():
+  # The judge's line to the warm server and a job's secret stay out of the forked server; it is
+  # this process's child, with this process's command line (no fresh interpreter), among the
+  # kept processes, and it starts workers.
+  out = _script(_FORKED_SERVER.format(setup=""))
+  assert out.split() == ["fork", "True", "True", "True", "False", "0"], out
+
+
+def test_a_forkserver_of_another_shape_is_started_the_standard_way():
+  # Where this Python's forkserver is not the one forked_worker_server knows (3.14 adds a key),
+  # nothing is forked: the standard server, a fresh interpreter, starts instead.
+  out = _script(_FORKED_SERVER.format(
+      setup="forkserver._forkserver._forkserver_authkey = None\n"))
+  assert out.split() == ["spawn", "True", "True", "False", "False", "0"], out
+
+
+def test_a_forked_worker_server_that_died_is_started_again_as_a_fresh_interpreter():
+  # After the first job this process holds a CUDA context and a secret: never forked again.
+  out = _script(
+      "import os, signal, time, psutil\n"
+      "from multiprocessing import forkserver\n"
+      "from kernelzero_jax.sandbox import judge, judge_host\n"
+      "server = judge_host._WorkerServer('cpu')\n"
+      "server.start(fork=True)\n"
+      "first, how = forkserver._forkserver._forkserver_pid, server.how\n"
+      "os.kill(first, signal.SIGKILL)\n"
+      "time.sleep(0.5)\n"
+      "server.start()\n"
+      "second = forkserver._forkserver._forkserver_pid\n"
+      "print(how, server.how, second != first, second in judge.KEPT_PIDS,\n"
+      "      'forkserver' in ' '.join(psutil.Process(second).cmdline()))\n")
+  assert out.split() == ["fork", "spawn", "True", "True", "True"], out
 
 
 def test_a_thread_of_the_last_job_still_running_ends_the_service():

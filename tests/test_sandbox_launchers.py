@@ -121,6 +121,40 @@ def test_a_killed_server_is_replaced_and_loses_no_judge():
     assert pool.launcher.server_pid() not in (None, pid)
 
 
+def test_a_warm_up_starts_the_server_that_the_first_judgement_then_uses():
+  config = SandboxConfig(device="cpu", num_correct_trials=1)
+  with SandboxPool(config, max_parallel=1) as pool:
+    assert pool.launcher.server_pid() is None
+    pool.warm_up(["triton"], wait=True)
+    pid = pool.launcher.server_pid()
+    assert pid is not None
+    assert pool.evaluate([_honest_job()])[0].correct
+    assert pool.launcher.server_pid() == pid
+
+
+def test_a_pool_closed_during_its_warm_up_leaves_no_server():
+  config = SandboxConfig(device="cpu", num_correct_trials=1)
+  pool = SandboxPool(config, max_parallel=1)
+  pool.warm_up()  # in the background
+  pool.close()
+  assert pool.launcher.server_pid() is None
+
+
+def test_a_server_that_cannot_start_at_the_warm_up_leaves_plain_judges(monkeypatch):
+  real_popen = evaluate_lib.subprocess.Popen
+
+  def popen(args, *a, **k):
+    if "kernelzero_jax.sandbox.zygote" in args:
+      args = [args[0], "-c", "raise SystemExit('no server today')"]
+    return real_popen(args, *a, **k)
+
+  monkeypatch.setattr(evaluate_lib.subprocess, "Popen", popen)
+  with SandboxPool(SandboxConfig(device="cpu", num_correct_trials=1), max_parallel=1) as pool:
+    pool.warm_up(wait=True)  # does not raise
+    assert "no server today" in pool.launcher.start_failure
+    assert pool.evaluate([_honest_job()])[0].correct
+
+
 def test_a_server_killed_mid_judgement_gets_the_job_judged_again():
   # A hanging candidate keeps its judge busy; the server dies under it. The job is judged again
   # by a plain judge, to the verdict it deserves (a timeout), instead of an error about a lost

@@ -270,3 +270,74 @@ def test_a_precompiler_that_dies_is_reported_with_its_own_stderr():
       handle.wait(240.0, "precompile")
   finally:
     handle.kill()
+
+
+_LAUNCHERS_SCRIPT = textwrap.dedent("""
+    import json, threading, torch
+    from triton import compiler
+    from triton.backends.nvidia import driver as nvidia
+    from triton.runtime import driver
+    from kernelzero_jax.sandbox import problem, triton_precompile
+    # Triton 3.6 builds a C launcher per signature (what the context looks for); later ones
+    # build none.
+    nvidia.make_launcher = lambda *a: None
+    running = threading.Event()
+    records, overlapped = [], []
+
+    class Launcher:
+      def __init__(self, src, metadata):
+        running.set()
+        records.append((src.signature, sorted(src.constants.values()), metadata.tensordesc_meta))
+
+    true_compile = compiler.compile
+
+    def compile_seeing_launchers(*args, **kwargs):
+      overlapped.append(running.wait(4.0))
+      running.clear()
+      return true_compile(*args, **kwargs)
+
+    compiler.compile = compile_seeing_launchers
+    driver.set_active(triton_precompile.compile_only_driver(90))
+    module = problem.load_module(CANDIDATE, "kz_candidate", WORKDIR + "/candidate.py")
+    built = []
+    with triton_precompile._launchers_beside_kernels(Launcher, built), \\
+        triton_precompile._compile_only_launches([]):
+      x = torch.randn(1000)
+      for block in (256, 256, 128):
+        module.add_scale_kernel[(4,)](x, x, x, x.numel(), 2.0, BLOCK=block)
+    print(json.dumps({"records": records, "overlapped": overlapped,
+                      "built": [f.done() and f.exception() is None for f in built],
+                      "restored": compiler.compile is compile_seeing_launchers}))
+    """)
+
+
+def _launchers_built_beside(early: str) -> dict:
+  """Launches CANDIDATE's kernel compile-only three times (twice with one signature, once with
+  another constant) inside _launchers_beside_kernels, with a launcher class that records what
+  it was given; each compile first waits (up to 4 s) for a launcher to be running."""
+  workdir = tempfile.mkdtemp(prefix="kz_launchers_test_")
+  script = (f"CANDIDATE = {CANDIDATE!r}\nWORKDIR = {workdir!r}\n" + _LAUNCHERS_SCRIPT)
+  env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(workdir, "cache"),
+             KZ_TRITON_EARLY_LAUNCHERS=early)
+  env.pop("TRITON_INTERPRET", None)
+  out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=240, check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_each_signatures_launcher_builds_beside_its_kernels_compile():
+  out = _launchers_built_beside("1")
+  # One per signature and constants (the second BLOCK=256 launch is a cache hit), each built
+  # while its kernel's compile had not finished, none with tensor descriptors; Triton's
+  # compile is put back on leaving.
+  assert out["built"] == [True, True] and out["overlapped"] == [True, True], out
+  assert [r[0]["x_ptr"] for r in out["records"]] == ["*fp32", "*fp32"]
+  assert sorted(r[1][-1] for r in out["records"]) == [128, 256]
+  assert [r[2] for r in out["records"]] == [None, None]
+  assert out["restored"]
+
+
+def test_early_launchers_can_be_turned_off():
+  out = _launchers_built_beside("0")
+  assert out["records"] == [] and out["built"] == [] and out["overlapped"] == [False, False]

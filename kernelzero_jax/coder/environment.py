@@ -86,6 +86,8 @@ class CoderEnvironment:
     self.backend = backend
     self.prompt_style = prompt_style
     self.sandbox = SandboxPool(sandbox_config, max_parallel=max_parallel)
+    # Its server and shared builds start while the policy samples the first candidates.
+    self.sandbox.warm_up([backend])
     self.progress = progress
     self._prompt_cache: dict[str, tuple[int, ...]] = {}
 

@@ -183,6 +183,15 @@ class ZygoteLauncher:
       if server is not None and server is self._proc:
         self._stop_locked()
 
+  def start(self) -> bool:
+    """Starts the server now unless it runs (it takes seconds: it imports torch and triton).
+    Returns whether it runs; one that fails to start leaves plain judges, as at a first run."""
+    try:
+      self._ensure_server()
+    except ZygoteUnavailable:
+      return False
+    return True
+
   def close(self) -> None:
     """Stops the server (running judges end with it); the next run starts a new one."""
     with self._lock:
@@ -409,6 +418,7 @@ class SandboxPool:
     self.gpu_indices = list(gpu_indices) or [0]
     self.launcher = make_launcher(launcher, self.config.device)
     self._machine_builds: dict[str, subprocess.Popen] = {}  # _start_machine_builds
+    self._warm_up: threading.Thread | None = None  # warm_up's start of the server
     # One file per reference_key, where judges share what they measured about that reference
     # (SandboxConfig.reuse_reference) as soon as they measured it, so judges that run at the
     # same time reuse it too; kept for the pool's lifetime, so later batches reuse them as well.
@@ -429,7 +439,24 @@ class SandboxPool:
       directory = self._facts_dir
     return os.path.join(directory, self.reference_key(reference_source, gpu_index) + ".json")
 
-  def _start_machine_builds(self, jobs: Sequence[Job]) -> None:
+  def warm_up(self, backends: Iterable[str] = (), wait: bool = False) -> None:
+    """Starts now what the first judgement would start: the warm judge server (about 9 s on an
+    H200 machine) and the machine builds for candidates of `backends` (_start_machine_builds).
+    A caller that samples its candidates first (the Coder's environment) calls it before, so
+    that they start meanwhile. `wait`: returns once the server runs (a benchmark that times
+    judgements, not the start). Nothing here fails: a server that does not start leaves plain
+    judge processes, as at a first judgement."""
+    self._start_machine_builds(set(backends))
+    if not isinstance(self.launcher, ZygoteLauncher):
+      return
+    if wait:
+      self.launcher.start()
+    elif self._warm_up is None or not self._warm_up.is_alive():
+      self._warm_up = threading.Thread(target=self.launcher.start, name="kz-sandbox-warm-up",
+                                       daemon=True)
+      self._warm_up.start()
+
+  def _start_machine_builds(self, backends: set[str]) -> None:
     """What judges on a GPU share, built once per machine by a trusted process in the
     background, with the first candidate that needs it: the precompiled header for CUDA builds
     (fast_build.py), Triton's driver utilities for Triton candidates (triton_seed.py). Judges use
@@ -440,9 +467,9 @@ class SandboxPool:
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     cache = cfg.pch_dir or fast_build.default_cache_dir()
     wanted = {
-        "pch": (cfg.fast_build and any(j.backend == "cuda" for j in jobs),
+        "pch": (cfg.fast_build and "cuda" in backends,
                 ["kernelzero_jax.sandbox.fast_build", cache, "cuda"]),
-        "triton_seed": (cfg.triton_seed and any(j.backend == "triton" for j in jobs),
+        "triton_seed": (cfg.triton_seed and "triton" in backends,
                         ["kernelzero_jax.sandbox.triton_seed", cache]),
     }
     for name, (needed, args) in wanted.items():
@@ -455,6 +482,8 @@ class SandboxPool:
             env=_judge_env(), start_new_session=True)
 
   def close(self) -> None:
+    if self._warm_up is not None:
+      self._warm_up.join()  # else the server it is starting would outlive the pool
     if isinstance(self.launcher, ZygoteLauncher):
       self.launcher.close()
     with self._facts_lock:
@@ -540,7 +569,7 @@ class SandboxPool:
 
   def _judge_all(self, jobs: list[Job], progress: bool,
                  on_result: Callable[[int, Job, V.Verdict], None]) -> list[V.Verdict]:
-    self._start_machine_builds(jobs)
+    self._start_machine_builds({j.backend for j in jobs})
     submitted = time.perf_counter()
     judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
     judges_at_once = min(self.max_parallel, len(jobs))  # at most, on this machine

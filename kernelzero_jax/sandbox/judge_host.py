@@ -15,8 +15,9 @@ What changes, and how isolation is kept:
 - After its first job this process holds a CUDA context and has read a caller's secret, so its
   workers can no longer be forked from it. Its first job's workers are forked before either (as
   a one-job judge's are); for every later job a worker server forks them: multiprocessing's
-  forkserver, a fresh interpreter this process started before it had anything to hide, which
-  imports what the warm server imports (worker_server_preload.py) and never sees a job.
+  forkserver, which never sees a job: a fork of this process made before its first job, before
+  it had anything to hide (forked_worker_server.py), or, where that cannot be, a fresh
+  interpreter that imports what the warm server imports (worker_server_preload.py).
 - Between jobs it kills every process it adopted (it is a child subreaper) except that server
   and multiprocessing's resource tracker, and goes on only when the job's threads have ended,
   its GPU memory is back, and the judge did not fail on its own. Anything else ends it: the next
@@ -42,6 +43,7 @@ import sys
 import threading
 import time
 
+from kernelzero_jax.sandbox import forked_worker_server
 from kernelzero_jax.sandbox import judge
 from kernelzero_jax.sandbox import zygote
 
@@ -124,29 +126,41 @@ def _running(pid: int) -> bool:
 
 
 class _WorkerServer:
-  """multiprocessing's forkserver for this process's later workers: started after the first
-  job, and again after any job that ended it (a worker can kill its parent), so that the one
-  running is always among the processes kept (judge.KEPT_PIDS), not killed after every job."""
+  """multiprocessing's forkserver for this process's later workers: forked from this process
+  before its first job (forked_worker_server.py), or, where that cannot be, started as a fresh
+  interpreter after it; started again after any job that ended it (a worker can kill its
+  parent), so that the one running is always among the processes kept (judge.KEPT_PIDS), not
+  killed after every job."""
 
   def __init__(self, device: str):
     self.device = device
     self.pids: frozenset[int] = frozenset()  # the server's and the resource tracker's
+    self.how: str | None = None  # "fork" or "spawn": how the running one started
 
-  def start(self) -> None:
+  def start(self, fork: bool = False) -> None:
+    """Starts the server unless it runs. `fork`: as a fork of this process, which must have no
+    CUDA context, secret or thread of a job yet (before its first job); else, or where this
+    Python's forkserver cannot be forked, a fresh interpreter that imports for itself."""
     if self.pids and all(_running(pid) for pid in self.pids):
       return
     import psutil  # pylint: disable=import-outside-toplevel
     before = {p.pid for p in psutil.Process().children()}
     os.environ[DEVICE_ENV] = self.device
-    # Not in the last job's directory: its caller removes it, and an interpreter started in a
-    # removed directory fails before it runs anything.
-    os.chdir("/")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["kernelzero_jax.sandbox.worker_server_preload"])
-    # Spawns a fresh interpreter, which imports in the background; the first worker it forks
-    # waits for that. Its descriptors are the ones multiprocessing passes, none of a job's.
     from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
-    forkserver.ensure_running()  # (reaps a dead one and starts another)
+    forked = None
+    if fork:
+      forked = forked_worker_server.start()
+    if forked is None:
+      # Not in the last job's directory: its caller removes it, and an interpreter started in
+      # a removed directory fails before it runs anything.
+      os.chdir("/")
+      # Spawns a fresh interpreter, which imports in the background; the first worker it
+      # forks waits for that. Its descriptors are the ones multiprocessing passes, none of a
+      # job's. (Reaps a dead one and starts another.)
+      forkserver.ensure_running()
+    self.how = "fork" if forked is not None else "spawn"
     started = {p.pid for p in psutil.Process().children()} - before
     self.pids = frozenset({pid for pid in self.pids if _running(pid)} | started)
     judge.KEPT_PIDS = self.pids
@@ -168,6 +182,15 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   judge.become_subreaper()
   judge.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
+  if max_jobs > 1 and os.environ.get("KZ_WORKER_SERVER_FORK", "1") != "0":
+    # Now, while this process is what a worker server must be (forked_worker_server.py); a
+    # failure leaves the standard start after the first job. (KZ_WORKER_SERVER_FORK=0 leaves
+    # that start: benchmarks compare the two.)
+    try:
+      server.start(fork=True)
+    except Exception as e:  # pylint: disable=broad-except
+      print(f"[judge_host] forking the worker server failed ({type(e).__name__}: {e}); "
+            "starting one after the first job")
   try:
     return _serve(request, secret_fd, control, device, max_jobs, server)
   finally:
@@ -197,9 +220,9 @@ def _serve(request: dict, secret_fd: int, control: socket.socket, device: str, m
     if not settled:
       return 0
     # (A kept worker stays stopped: take_kept_worker looks it over when the next job comes.)
-    # After the first job, not before it: its imports (a fresh interpreter's torch) took the
-    # CPU from the first wave's builds there (a batch of 70 CUDA candidates on an H200: their
-    # prebuilds 2.6x as long). Again after any job whose worker killed it.
+    # The server forked before the first job runs on; one that did not start then, or that a
+    # worker killed, starts now as a fresh interpreter (not before the first job: its imports
+    # took the CPU from the first wave's builds, their prebuilds 2.6x as long on an H200).
     server.start()
     try:
       control.sendall(json.dumps({"done": 0}).encode() + b"\n")

@@ -122,6 +122,61 @@ def _compile_only_launches(compiled: list):
     jit.JITFunction.run, autotuner.Autotuner.run = jit_run, tuner_run
 
 
+class _NoLaunchMetadata:
+  """What a launcher built before its kernel's compile reads of the kernel's metadata: no
+  tensor descriptors (which change the launcher's C source; a kernel that has them gets its
+  own launcher after its compile, as before), zeros for the rest (that launcher never runs)."""
+
+  tensordesc_meta = None
+
+  def __getattr__(self, name: str):
+    return 0
+
+
+@contextlib.contextmanager
+def _launchers_beside_kernels(launcher_cls, built: list):
+  """While each kernel compiles, its C launcher builds in a thread beside it: the launcher's
+  source depends only on the kernel's signature and constants, known before the compile, and
+  Triton 3.6 builds it with gcc after the compile (0.2-0.3 s on an H200 machine, on the
+  critical path of a Triton candidate whose reference was measured before its compile ended).
+  The launcher lands in the cache under the key Triton computes from that source, where the
+  launcher made after the compile finds it. Later Triton versions build no C launcher: nothing
+  happens there, nor without a launcher class (`launcher_cls` None: no libcuda to link).
+  KZ_TRITON_EARLY_LAUNCHERS=0 turns it off (benchmarks compare the two). `built` gets a future
+  per launcher started."""
+  # pylint: disable=import-outside-toplevel
+  import concurrent.futures
+  import os
+  from triton import compiler
+  from triton.backends.nvidia import driver as nvidia
+  if (launcher_cls is None or not hasattr(nvidia, "make_launcher")
+      or os.environ.get("KZ_TRITON_EARLY_LAUNCHERS", "1") == "0"):
+    yield
+    return
+  real_compile = compiler.compile
+  started: set[str] = set()
+  pool = concurrent.futures.ThreadPoolExecutor(max_workers=4,
+                                               thread_name_prefix="kz-triton-launcher")
+
+  def compile_beside_its_launcher(src, *args, **kwargs):
+    signature, constants = getattr(src, "signature", None), getattr(src, "constants", None)
+    if isinstance(signature, dict) and isinstance(constants, dict):
+      key = repr((sorted(signature.items()), sorted(constants.items(), key=repr)))
+      if key not in started:
+        started.add(key)
+        built.append(pool.submit(launcher_cls, src, _NoLaunchMetadata()))
+    return real_compile(src, *args, **kwargs)
+
+  # JITFunction binds `triton.compiler.compile` at its first launch (create_binder), which for
+  # the candidate's kernels comes inside this context.
+  compiler.compile = compile_beside_its_launcher
+  try:
+    yield
+  finally:
+    compiler.compile = real_compile
+    pool.shutdown(wait=True)
+
+
 def _meta_devices():
   """A torch function mode that sends what asks for a CUDA device to the meta device instead
   (`device="cuda"`, `.cuda()`, `.to("cuda")`), so code written for the GPU runs here."""
@@ -155,8 +210,9 @@ def _meta_devices():
 def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
                get_inputs: Callable[[], Sequence[Any]], capability: int) -> dict[str, Any]:
   """Runs one forward of `model_cls` on meta tensors with every Triton launch compile-only,
-  for `capability`, then builds each compiled kernel's launcher. Returns what compiled
-  ({"kernels", "launchers", "seconds", "error"}: what failed, if anything)."""
+  for `capability`, and builds each compiled kernel's launcher (beside its compile where it
+  can). Returns what compiled ({"kernels", "launchers", "launchers_early", "seconds", "error"}:
+  what failed, if anything)."""
   import torch  # pylint: disable=import-outside-toplevel
   from triton.runtime import driver  # pylint: disable=import-outside-toplevel
   t0 = time.perf_counter()
@@ -167,14 +223,18 @@ def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
   if active.utils_error:
     errors.append(f"Triton's driver utilities: {active.utils_error}")
   driver.set_active(active)
-  try:
-    with _compile_only_launches(compiled), torch.no_grad(), torch.device("meta"), \
-        _meta_devices():
-      model = model_cls(*list(get_init_inputs()))
-      model(*list(get_inputs()))
-  except Exception as e:  # pylint: disable=broad-except
-    errors.append(f"forward on the meta device: {type(e).__name__}: {e}")
-  steps["kernels_s"] = time.perf_counter() - t0 - sum(steps.values())
+  early: list = []  # launchers built beside the compiles (_launchers_beside_kernels)
+  with _launchers_beside_kernels(None if active.utils_error else active.launcher_cls, early):
+    try:
+      with _compile_only_launches(compiled), torch.no_grad(), torch.device("meta"), \
+          _meta_devices():
+        model = model_cls(*list(get_init_inputs()))
+        model(*list(get_inputs()))
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(f"forward on the meta device: {type(e).__name__}: {e}")
+    steps["kernels_s"] = time.perf_counter() - t0 - sum(steps.values())
+  # (Leaving it waited for the early launchers; one that failed is built again below, where
+  # its error is kept.)
   launchers = 0
   # Launchers link against libcuda as the utilities do: without those, there are none.
   for kernel in {id(k): k for k in compiled}.values() if not active.utils_error else ():
@@ -186,7 +246,9 @@ def precompile(model_cls: type, get_init_inputs: Callable[[], Sequence[Any]],
       break
   steps["launchers_s"] = time.perf_counter() - t0 - sum(steps.values())
   names = sorted({str(getattr(k, "name", "?")) for k in compiled})
-  return {"kernels": names, "launchers": launchers, "seconds": round(time.perf_counter() - t0, 3),
+  return {"kernels": names, "launchers": launchers,
+          "launchers_early": sum(f.exception() is None for f in early),
+          "seconds": round(time.perf_counter() - t0, 3),
           **{k: round(v, 3) for k, v in steps.items()},
           "error": "; ".join(errors) if errors else None}
 
@@ -200,7 +262,7 @@ def sanitize(reply: Any) -> dict[str, Any]:
       if isinstance(kernels, list) else []
   finite = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
   out: dict[str, Any] = {"kernels": kernels}
-  for key in ("launchers", "seconds", *STEP_KEYS):
+  for key in ("launchers", "launchers_early", "seconds", *STEP_KEYS):
     if finite(reply.get(key)):
       out[key] = reply[key]
   error = reply.get("error")
