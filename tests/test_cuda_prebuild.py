@@ -336,6 +336,7 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
                                                                   awaits_go, at_once, monkeypatch):
   monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
   monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
+  monkeypatch.setattr(judge_lib, "_CAPABILITY", [90])  # as NVML says on an H200
   _Recorded.specs = []
   job = {"backend": backend, "config": config, "candidate_source": CANDIDATE,
          "reference_source": REFERENCE, "judges_at_once": at_once}
@@ -356,7 +357,8 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
     ((prebuilder, kills_descendants),) = rest
     assert prebuilder == {**{k: v for k, v in worker.items() if k != "await_go"},
                           "role": worker_lib.PREBUILD, "device": "meta",
-                          "nice": config.get("build_nice", 10) if at_once > 1 else 0}
+                          "nice": config.get("build_nice", 10) if at_once > 1 else 0,
+                          "triton_capability": 90, "cuda_capability": 90}
     assert not kills_descendants  # killing it leaves the worker alone
   else:
     assert rest == []

@@ -169,6 +169,7 @@ _FORKED_SERVER = (
     "{setup}"
     "line, _ = socket.socketpair()  # as the judge's line to the warm server\n"
     "secret_r, secret_w = os.pipe()  # as a job's secret\n"
+    "device = os.open('/dev/zero', os.O_RDONLY)  # as NVML's /dev/nvidiactl\n"
     "server = judge_host._WorkerServer('cpu')\n"
     "server.start(fork=True)\n"
     "pid = forkserver._forkserver._forkserver_pid\n"
@@ -179,15 +180,17 @@ _FORKED_SERVER = (
     "w = ctx.Process(target=judge_host._running, args=(os.getpid(),))\n"
     "w.start(); w.join(60)\n"
     "print(server.how, pid in server.pids, psutil.Process(pid).ppid() == os.getpid(),\n"
-    "      psutil.Process(pid).cmdline() == me.cmdline(), bool(mine & fds(pid)), w.exitcode)\n")
+    "      psutil.Process(pid).cmdline() == me.cmdline(), bool(mine & fds(pid)), w.exitcode,\n"
+    "      '/dev/zero' in fds(pid))\n")
 
 
 def test_the_worker_server_is_forked_before_the_first_job_and_keeps_none_of_its_descriptors():
-  # The judge's line to the warm server and a job's secret stay out of the forked server; it is
-  # this process's child, with this process's command line (no fresh interpreter), among the
-  # kept processes, and it starts workers.
+  # The judge's line to the warm server and a job's secret stay out of the forked server, a
+  # device file libraries keep open (NVML's) stays in; it is this process's child, with this
+  # process's command line (no fresh interpreter), among the kept processes, and it starts
+  # workers.
   out = _script(_FORKED_SERVER.format(setup=""))
-  assert out.split() == ["fork", "True", "True", "True", "False", "0"], out
+  assert out.split() == ["fork", "True", "True", "True", "False", "0", "True"], out
 
 
 def test_a_forkserver_of_another_shape_is_started_the_standard_way():
@@ -195,7 +198,7 @@ def test_a_forkserver_of_another_shape_is_started_the_standard_way():
   # nothing is forked: the standard server, a fresh interpreter, starts instead.
   out = _script(_FORKED_SERVER.format(
       setup="forkserver._forkserver._forkserver_authkey = None\n"))
-  assert out.split() == ["spawn", "True", "True", "False", "False", "0"], out
+  assert out.split() == ["spawn", "True", "True", "False", "False", "0", "False"], out
 
 
 def test_a_forked_worker_server_that_died_is_started_again_as_a_fresh_interpreter():

@@ -341,3 +341,13 @@ def test_each_signatures_launcher_builds_beside_its_kernels_compile():
 def test_early_launchers_can_be_turned_off():
   out = _launchers_built_beside("0")
   assert out["records"] == [] and out["built"] == [] and out["overlapped"] == [False, False]
+
+
+def test_judges_read_the_gpus_capability_once_and_hand_it_to_their_builders(monkeypatch):
+  # A worker forked from a forked worker server has no NVML of its own (forked_worker_server.py):
+  # builders take the capability from their spec.
+  calls = []
+  monkeypatch.setattr(triton_precompile, "nvml_capability", lambda: calls.append(1) or 90)
+  monkeypatch.setattr(judge_lib, "_CAPABILITY", [])
+  assert judge_lib.gpu_capability() == 90 and judge_lib.gpu_capability() == 90
+  assert calls == [1]

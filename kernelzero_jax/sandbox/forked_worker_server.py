@@ -11,8 +11,8 @@ Before its first job a judge process is what the worker server would be: the war
 imports, no CUDA context (judges are forked from a process that never started one), no job's
 secret, no thread of its own. So `start` forks it there and runs the forkserver's own loop
 (`multiprocessing.forkserver.main`) in the child: the same server, ready in milliseconds. The
-child keeps only the forkserver's two descriptors and stdio: not the judge's line to the warm
-server, not the job's secret pipe. Its memory is the judge's before the job: the imports and
+child keeps only the forkserver's two descriptors, stdio and device files (_close_all_but): not
+the judge's line to the warm server, not the job's secret pipe. Its memory is the judge's before the job: the imports and
 the first request's paths (which the first job's worker, forked from the judge, sees as well).
 
 It relies on the ForkServer fields of CPython 3.11-3.13 (`_forkserver_address`,
@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import os
 import socket
+import stat
 import sys
 
 _FIELDS = ("_lock", "_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
@@ -44,16 +45,23 @@ def supported() -> bool:
 
 
 def _close_all_but(keep: set[int]) -> None:
+  """Closes every descriptor but `keep` and device files: the judge's sockets, pipes and files
+  go, and what libraries opened on devices stays (NVML, initialised once by an import, keeps
+  /dev/nvidiactl open and fails in every later child without it, as the forked workers of a
+  judge's first job keep it too). A device file carries nothing of a job."""
   try:
     fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
   except OSError:
     fds = list(range(3, os.sysconf("SC_OPEN_MAX")))
   for fd in fds:
-    if fd not in keep:
-      try:
-        os.close(fd)
-      except OSError:
-        pass
+    if fd in keep:
+      continue
+    try:
+      if stat.S_ISCHR(os.fstat(fd).st_mode):
+        continue
+      os.close(fd)
+    except OSError:
+      pass
 
 
 def start() -> int | None:

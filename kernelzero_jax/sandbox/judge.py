@@ -74,6 +74,18 @@ PER_CANDIDATE_SPEC = frozenset({"workdir", "candidate_source", "reference_source
 PARK_TIMEOUT_S = 30.0
 
 
+_CAPABILITY: list[int | None] = []  # gpu_capability's answer, once per process
+
+
+def gpu_capability() -> int | None:
+  """The compute capability every GPU of this machine shares (NVML, which starts no CUDA
+  context), read once per process; None where there is none."""
+  if not _CAPABILITY:
+    from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
+    _CAPABILITY.append(triton_precompile.nvml_capability())
+  return _CAPABILITY[0]
+
+
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
   """The torch device a judge and its worker use ("cpu" or "cuda:N")."""
   return "cpu" if cfg.device == "cpu" else f"cuda:{int(gpu_index)}"
@@ -767,7 +779,13 @@ class Judge:
     cfg = self.cfg
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     nice = cfg.build_nice if int(self.job.get("judges_at_once") or 1) > 1 else 0
-    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice),
+    # The GPUs' compute capability, for which they build: read here, once per judge process,
+    # so that they need not read NVML themselves (a worker server forked from a judge process
+    # kept no NVML state: forked_worker_server.py).
+    capability = gpu_capability()
+    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice,
+                                             triton_capability=capability,
+                                             cuda_capability=capability),
                                         cfg.memory_limit_gb, kill_descendants=False)
     if prebuild:
       # Beside the worker, while that one sets itself up: the candidate's extensions built into
