@@ -12,12 +12,13 @@ imports, no CUDA context (judges are forked from a process that never started on
 secret, no thread of its own. So `start` forks it there and runs the forkserver's own loop
 (`multiprocessing.forkserver.main`) in the child: the same server, ready in milliseconds. The
 child keeps only the forkserver's two descriptors, stdio and device files (_close_all_but): not
-the judge's line to the warm server, not the job's secret pipe. Its memory is the judge's before the job: the imports and
-the first request's paths (which the first job's worker, forked from the judge, sees as well).
+the judge's line to the warm server, not the job's secret pipe. Its memory is the judge's before
+the job: the imports and the first request's paths (which the first job's worker, forked from
+the judge, sees as well).
 
 It relies on the ForkServer fields of CPython 3.11-3.13 (`_forkserver_address`,
 `_forkserver_alive_fd`, `_forkserver_pid`); where they differ (3.14 authenticates its clients
-with a key) `start` returns False and the caller starts the standard one.
+with a key) `start` returns None and the caller starts the standard one.
 """
 
 from __future__ import annotations

@@ -780,8 +780,8 @@ class Judge:
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     nice = cfg.build_nice if int(self.job.get("judges_at_once") or 1) > 1 else 0
     # The GPUs' compute capability, for which they build: read here, once per judge process,
-    # so that they need not read NVML themselves (a worker server forked from a judge process
-    # kept no NVML state: forked_worker_server.py).
+    # so that they need not read NVML themselves (in a worker forked from a forked worker
+    # server, NVML state an import left behind failed on an H200: forked_worker_server.py).
     capability = gpu_capability()
     builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice,
                                              triton_capability=capability,
