@@ -77,6 +77,7 @@ import re
 import statistics
 import time
 from typing import Any, Callable, NamedTuple
+from unittest import mock
 
 from absl import app
 from absl import flags
@@ -290,23 +291,13 @@ def parse_path(path: str) -> BenchPath:
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given)
 
 
-@contextlib.contextmanager
 def _server_env(path: BenchPath):
   """The environment a path's pool starts its warm server with, which its judges and workers
   inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
   KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels)."""
   wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
             "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers}
-  before = {key: os.environ.get(key) for key in wanted}
-  os.environ.update({key: "1" if on else "0" for key, on in wanted.items()})
-  try:
-    yield
-  finally:
-    for key, value in before.items():
-      if value is None:
-        os.environ.pop(key, None)
-      else:
-        os.environ[key] = value
+  return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
 
 
 def _median(values: list[float]) -> float | None:

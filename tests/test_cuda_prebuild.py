@@ -336,7 +336,7 @@ def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config
                                                                   awaits_go, at_once, monkeypatch):
   monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
   monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
-  monkeypatch.setattr(judge_lib, "_CAPABILITY", [90])  # as NVML says on an H200
+  monkeypatch.setattr(judge_lib, "gpu_capability", lambda: 90)  # as NVML says on an H200
   _Recorded.specs = []
   job = {"backend": backend, "config": config, "candidate_source": CANDIDATE,
          "reference_source": REFERENCE, "judges_at_once": at_once}

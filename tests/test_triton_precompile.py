@@ -348,6 +348,9 @@ def test_judges_read_the_gpus_capability_once_and_hand_it_to_their_builders(monk
   # builders take the capability from their spec.
   calls = []
   monkeypatch.setattr(triton_precompile, "nvml_capability", lambda: calls.append(1) or 90)
-  monkeypatch.setattr(judge_lib, "_CAPABILITY", [])
-  assert judge_lib.gpu_capability() == 90 and judge_lib.gpu_capability() == 90
+  judge_lib.gpu_capability.cache_clear()
+  try:
+    assert judge_lib.gpu_capability() == 90 and judge_lib.gpu_capability() == 90
+  finally:
+    judge_lib.gpu_capability.cache_clear()  # not this test's NVML for later ones
   assert calls == [1]

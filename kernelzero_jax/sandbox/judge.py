@@ -74,16 +74,12 @@ PER_CANDIDATE_SPEC = frozenset({"workdir", "candidate_source", "reference_source
 PARK_TIMEOUT_S = 30.0
 
 
-_CAPABILITY: list[int | None] = []  # gpu_capability's answer, once per process
-
-
+@functools.cache
 def gpu_capability() -> int | None:
   """The compute capability every GPU of this machine shares (NVML, which starts no CUDA
   context), read once per process; None where there is none."""
-  if not _CAPABILITY:
-    from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
-    _CAPABILITY.append(triton_precompile.nvml_capability())
-  return _CAPABILITY[0]
+  from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
+  return triton_precompile.nvml_capability()
 
 
 def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
@@ -779,14 +775,16 @@ class Judge:
     cfg = self.cfg
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     nice = cfg.build_nice if int(self.job.get("judges_at_once") or 1) > 1 else 0
-    # The GPUs' compute capability, for which they build: read here, once per judge process,
-    # so that they need not read NVML themselves (in a worker forked from a forked worker
-    # server, NVML state an import left behind failed on an H200: forked_worker_server.py).
-    capability = gpu_capability()
-    builder = lambda role: WorkerHandle(dict(spec, role=role, device="meta", nice=nice,
-                                             triton_capability=capability,
-                                             cuda_capability=capability),
-                                        cfg.memory_limit_gb, kill_descendants=False)
+
+    def builder(role: str) -> WorkerHandle:
+      # The GPUs' compute capability, for which it builds, read by the judge (once per
+      # process), so that it need not read NVML itself (in a worker forked from a forked worker
+      # server, NVML state an import left behind failed on an H200: forked_worker_server.py).
+      capability = gpu_capability()
+      return WorkerHandle(dict(spec, role=role, device="meta", nice=nice,
+                               triton_capability=capability, cuda_capability=capability),
+                          cfg.memory_limit_gb, kill_descendants=False)
+
     if prebuild:
       # Beside the worker, while that one sets itself up: the candidate's extensions built into
       # the directory they share (_start_hand_over).
