@@ -72,6 +72,8 @@ PER_CANDIDATE_SPEC = frozenset({"workdir", "candidate_source", "reference_source
                                 "setup_kernel_ms_limit", "extension_suffix"})
 # How long a kept worker gets to look itself over before the next candidate (worker.park).
 PARK_TIMEOUT_S = 30.0
+# How long WorkerHandle.stop waits for its SIGSTOP to take effect.
+STOP_WAIT_S = 1.0
 
 
 @functools.cache
@@ -197,9 +199,20 @@ class WorkerHandle:
     return self.proc.pid
 
   def stop(self) -> None:
-    """Stops the worker (SIGSTOP): nothing of it runs until resume."""
+    """Stops the worker (SIGSTOP) and returns once it is stopped, which the kernel makes it
+    only when it next schedules it (up to STOP_WAIT_S): nothing of it runs until resume."""
+    import psutil  # pylint: disable=import-outside-toplevel
     with contextlib.suppress(ProcessLookupError, PermissionError):
       os.killpg(self.proc.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+      try:
+        if psutil.Process(self.proc.pid).status() in (psutil.STATUS_STOPPED,
+                                                      psutil.STATUS_ZOMBIE):
+          return
+      except psutil.Error:  # gone
+        return
+      time.sleep(0.001)
 
   def resume(self) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
