@@ -218,15 +218,18 @@ def test_the_go_waits_for_the_judge_timing_the_reference():
     def __init__(self):
       self.conn, self.other_end = multiprocessing.Pipe()
 
-  worker, gate, seen = Worker(), threading.Event(), []
+  worker, entered, gate, seen = Worker(), threading.Event(), threading.Event(), []
 
   def before_go():
     seen.append(worker.other_end.poll(0))  # nothing sent yet
+    entered.set()
     gate.wait()
 
   thread = threading.Thread(target=lambda: seen.append(cuda_prebuild.hand_over(
       Prebuilder(), worker, tempfile.mkdtemp(), 1.0, before_go)))
   thread.start()
+  # Timed from the judge's start, not the thread's: the thread reaches before_go later.
+  assert entered.wait(10)
   time.sleep(0.3)
   assert not worker.other_end.poll(0)  # the prebuilder is done; the judge is not
   gate.set()
