@@ -44,9 +44,7 @@ garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports); with `wsspawn
 process's worker server a fresh interpreter it starts after its first job instead of a fork of it
 made before (KZ_WORKER_SERVER_FORK=0: forked_worker_server.py); with `seqlaunch`, a Triton
 precompiler building its kernels' C launchers after their compiles instead of beside them
-(KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py); with `pageable`, models moved to the GPU
-from the pageable memory they were built in instead of through page-locked memory
-(SandboxConfig.pinned_uploads: host_pinning.py). The trailing flags come in
+(KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py). The trailing flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -94,10 +92,10 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "pageable")
+              "seqlaunch")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:pageable][:tS][:pN][:fN][:wN]")
+             "[:wsspawn][:seqlaunch][:tS][:pN][:fN][:wN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -240,8 +238,6 @@ class BenchPath(NamedTuple):
   # Triton 3.6's C launchers built beside their kernels' compiles in the precompiler
   # (triton_precompile._launchers_beside_kernels), not after them
   early_launchers: bool = True
-  # large models moved to the GPU through page-locked memory (SandboxConfig.pinned_uploads)
-  pinned_uploads: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -254,8 +250,7 @@ def parse_path(path: str) -> BenchPath:
   not kept apart from timings; `onejob`: a judge process per candidate; `refregen`: the
   reference timed on a fresh input set per trial; `gcscan`: the warm servers' imports left to the
   garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
-  its first job; `seqlaunch`: Triton launchers built after their kernels; `pageable`: models
-  moved to the GPU from pageable memory; `fN`: at most N
+  its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
   `wN`: a worker serving up to N candidates)."""
   launcher, _, rest = path.partition(":")
@@ -293,8 +288,7 @@ def parse_path(path: str) -> BenchPath:
                    "nosetup" not in flags_given, "nofence" not in flags_given,
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
-                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given,
-                   "pageable" not in flags_given)
+                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -403,8 +397,7 @@ def run() -> dict:
                                      base.candidates_per_worker
                                      if path.candidates_per_worker is None
                                      else path.candidates_per_worker),
-                                 reference_reuses_inputs=path.reference_reuses_inputs,
-                                 pinned_uploads=path.pinned_uploads)
+                                 reference_reuses_inputs=path.reference_reuses_inputs)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -118,11 +118,6 @@ class SandboxConfig:
   # same numbers, bit for bit. Anything the kernel does not take, or a failed compile, goes the
   # torch way.
   fused_compare: bool = True
-  # GPU: models with 16 MiB or more on the CPU go to the GPU through page-locked memory
-  # (host_pinning.py), in the same step, hold or fence as before: on an H200 machine the 4 GiB
-  # of level-2 problem 59 moved in 0.08 s so (0.24 s to pin them) against 0.62 s from pageable
-  # memory. False: moved from where they were built.
-  pinned_uploads: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

@@ -686,7 +686,6 @@ class Judge:
             "backend": self.backend, "candidate_source": self.job["candidate_source"],
             "reference_source": self.job["reference_source"],
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
-            "pinned_uploads": cfg.pinned_uploads,
             "own_kernel_names": self.own_kernels,
             "setup_kernel_ms_limit": cfg.setup_kernel_ms_limit}
     if cfg.device == "cuda" and cfg.startup_fence:  # the worker's start-up takes it too
@@ -878,7 +877,7 @@ class Judge:
         self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under the hold
       else:
         with self._fence("upload", timing=False, slot=False):
-          self.ref_model = self._to_device(model, "reference")
+          self.ref_model = model.to(self.device)
           if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
       del model
@@ -1170,21 +1169,10 @@ class Judge:
     """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
     if self._reference_on_cpu:
       with self._step("reference_upload"):
-        self.ref_model = self._to_device(self.ref_model, "reference")
+        self.ref_model = self.ref_model.to(self.device)
         if self.device.type == "cuda":
           self.torch.cuda.synchronize(self.device)
       self._reference_on_cpu = False
-
-  def _to_device(self, model, name: str):
-    """`model` moved to this judge's device, through page-locked memory where it is large
-    (SandboxConfig.pinned_uploads: host_pinning.to_device; evidence["pinned_upload"][name])."""
-    from kernelzero_jax.sandbox import host_pinning  # pylint: disable=import-outside-toplevel
-    if not self.cfg.pinned_uploads:
-      return model.to(self.device)
-    moved, upload = host_pinning.to_device(self.torch, model, self.device)
-    if upload:
-      self.verdict.evidence.setdefault("pinned_upload", {})[name] = upload
-    return moved
 
   def _check_width(self, slots: int) -> int:
     """How many of the `slots` this judge's checks hold (check_width), beside the processes of
@@ -1268,12 +1256,8 @@ class Judge:
       self._degenerate_facts(seeds)
     v.stage = "init"
     with self._step("candidate_init"):
-      inited = self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
-                                                cfg.correctness_timeout_s, "init"), "init")
-    upload = inited.get("upload")
-    if isinstance(upload, dict):  # (the worker's own account: numbers, a reason cut short)
-      self.verdict.evidence.setdefault("pinned_upload", {})["candidate"] = {
-          k: x if isinstance(x, (int, float)) else str(x)[:200] for k, x in upload.items()}
+      self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
+                                       cfg.correctness_timeout_s, "init"), "init")
     v.stage = "correctness"
     t0 = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -1559,10 +1543,9 @@ class Judge:
     if constant_everywhere:
       v.degenerate.append(V.DEGENERATE_CONSTANT)
     second, self.second_reference = self.second_reference, None
-    if second is None:  # (its construction in a thread failed, or none was started)
-      second = problem.construct_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
-                                       self.cfg.init_seed)
-    model = self._to_device(second, "second_reference")
+    model = (second.to(self.device) if second is not None else
+             problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
+                                self.cfg.init_seed, self.device))
     del second
     inputs = problem.make_inputs(self.ref_mod.get_inputs, seeds[0], self.device)
     torch.manual_seed(seeds[0] + 0x5EED)  # a different random state for the forward itself

@@ -320,26 +320,14 @@ class _Worker:
     return self._clean_reply(setup_gpu)
 
   def init(self, seed: int) -> dict[str, Any]:
-    """The model construct built, moved to the device under the judge's hold: through
-    page-locked memory where it is large (spec["pinned_uploads"], host_pinning.py; the reply's
-    "upload" says how)."""
-    from kernelzero_jax.sandbox import host_pinning  # pylint: disable=import-outside-toplevel
     constructed, self.constructed = self.constructed, None
     if constructed is not None and constructed[0] == seed:
-      model = constructed[1]
+      self.model = constructed[1].to(self.device)
     else:
-      model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
-                                           seed)
+      self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
+                                           seed, self.device)
     del constructed
-    if self.spec.get("pinned_uploads"):
-      self.model, upload = host_pinning.to_device(self.torch, model, self.device)
-    else:
-      self.model, upload = model.to(self.device), {}
-    del model
-    reply = self._clean_reply()
-    if upload and reply.get("ok"):
-      reply["upload"] = upload
-    return reply
+    return self._clean_reply()
 
   def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the
