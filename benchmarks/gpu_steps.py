@@ -17,7 +17,9 @@ Verdicts since c869d18 also carry the wall-clock bounds of each hold (`evidence[
 laid side by side they give how long a judge held the GPU alone, how long nobody held it, and
 how many judges held it at once, and whether the timings that other judges' CUDA context
 start-ups overlapped ran slower than their copies. With `--apps_csv` (gpu_apps.py's
-per-process samples), what judges and workers held on the GPU outside their holds.
+per-process samples), what judges and workers held on the GPU outside their holds. And the
+floor under all of it: how long the forwards alone took (forward_floor), from the times the run
+measured, against the time the holds kept the GPU busy.
 """
 
 from __future__ import annotations
@@ -169,6 +171,48 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
           "mean_holders_when_busy": round(holder_seconds / busy, 2) if busy else None,
           "max_holders": most,
           "alone_overlapped": overlapped}
+
+
+def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[str, Any]:
+  """The GPU seconds of the forwards alone in the verdicts' holds, from the times they measured
+  (SandboxConfig's `warmup` warm-ups and `audits` audited calls per timing, its defaults here):
+  per timed candidate, its trials, warm-ups and audited calls at its median time
+  (`candidate_ms`); where its judge timed the reference (a "reference_timing" step), the
+  reference's trials and warm-ups at `reference_ms`; in its checks, the candidate's and the
+  reference's forward on each input set (`num_correct_trials`, and the last check of a correct
+  one), the reference again on each audited call's inputs, and where its judge ran the reference
+  checks (a "reference_checks" step) three reference forwards. Nothing else the holds do: no
+  input sets made, no uploads, copies or comparisons, no start-ups. With the holds' busy time
+  (hold_timeline), what share of it those forwards were, and how many candidates a minute the
+  GPU would judge were they all it did (each forward as fast as its timing measured it, one
+  after another)."""
+  timing = reference_timing = checks = 0.0
+  judged = 0
+  for r in rows:
+    ev = r.get("evidence") or {}
+    steps = ev.get("gpu_seconds") or {}
+    if not steps:
+      continue
+    judged += 1
+    cand, ref = r.get("candidate_ms") or 0.0, r.get("reference_ms") or 0.0
+    trials = ev.get("timing_trials") or {}
+    if r.get("candidate_ms") and trials.get("candidate"):
+      timing += (trials["candidate"] + warmup + audits) * cand
+      checks += audits * ref
+    if "reference_timing" in steps and trials.get("reference"):
+      reference_timing += (trials["reference"] + warmup) * ref
+    sets = (r.get("num_correct_trials") or 0) + (r.get("status") == "correct")
+    checks += sets * (cand + ref)
+    if "reference_checks" in steps:
+      checks += 3 * ref
+  forward = (timing + reference_timing + checks) / 1000.0
+  busy = hold_timeline(rows).get("busy_s")
+  return {"candidates": judged, "forward_s": round(forward, 1),
+          "candidate_timing_s": round(timing / 1000.0, 1),
+          "reference_timing_s": round(reference_timing / 1000.0, 1),
+          "checks_s": round(checks / 1000.0, 1), "busy_s": busy,
+          "forward_share_of_busy": round(forward / busy, 3) if busy else None,
+          "per_minute_bound": round(60 * judged / forward, 1) if forward else None}
 
 
 def left_after_release(rows: list[dict]) -> dict[str, Any]:
@@ -400,6 +444,8 @@ def _define_flags() -> None:
   flags.DEFINE_string("apps_csv", None, "Per-process GPU memory samples (gpu_apps.py).")
   flags.DEFINE_list("against", None, "Verdict logs of another run of the same batch: whether "
                     "every candidate's status and stage agree, name by name.")
+  flags.DEFINE_integer("warmup", 3, "Warm-ups per timing in the run (SandboxConfig.warmup).")
+  flags.DEFINE_integer("num_audits", 2, "Audited calls per timing (SandboxConfig.num_audits).")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -424,6 +470,8 @@ def main(argv: list[str]) -> None:
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} {p['checks_wide']:4d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
   print("\nGPU holds side by side:", hold_timeline(rows))
+  print("\nthe forwards alone in those holds (s), and the bound they leave:",
+        forward_floor(rows, args.warmup, args.num_audits))
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:

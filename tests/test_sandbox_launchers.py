@@ -511,6 +511,33 @@ def test_the_gpu_holds_laid_side_by_side():
   assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
 
 
+def test_the_forwards_alone_counted_from_the_times_a_run_measured():
+  """forward_floor re-derived by hand on two verdicts: one correct candidate whose judge timed
+  and checked the reference itself, one that failed its checks."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  correct = {"status": "correct", "candidate_ms": 2.0, "reference_ms": 4.0,
+             "num_correct_trials": 5,
+             "evidence": {"gpu_seconds": {"reference_timing": 1.0, "reference_checks": 0.5,
+                                          "candidate_timing": 1.0},
+                          "timing_trials": {"reference": 20, "candidate": 40},
+                          "gpu_holds": [[10.0, 12.0, "shared"], [12.0, 14.0, "alone"]]}}
+  wrong = {"status": "incorrect", "candidate_ms": None, "reference_ms": 4.0,
+           "num_correct_trials": 2,
+           "evidence": {"gpu_seconds": {"candidate_run": 0.1},
+                        "gpu_holds": [[14.0, 15.0, "shared"]]}}
+  floor = gpu_steps.forward_floor([correct, wrong, {"evidence": {}}], warmup=3, audits=2)
+  timing = (40 + 3 + 2) * 2.0  # the candidate's trials, warm-ups and audited calls: 90 ms
+  reference_timing = (20 + 3) * 4.0  # 92 ms
+  # correct: 5 checks and the last one, each both forwards; the audits' references; the
+  # reference checks' three forwards. wrong: its 2 checks' reference forwards (no time of its own)
+  checks = 6 * (2.0 + 4.0) + 2 * 4.0 + 3 * 4.0 + 2 * 4.0  # 64 ms
+  forward_s = (timing + reference_timing + checks) / 1000
+  assert floor == {"candidates": 2, "forward_s": round(forward_s, 1),
+                   "candidate_timing_s": 0.1, "reference_timing_s": 0.1, "checks_s": 0.1,
+                   "busy_s": 5.0, "forward_share_of_busy": round(forward_s / 5.0, 3),
+                   "per_minute_bound": round(60 * 2 / forward_s, 1)}
+  assert gpu_steps.forward_floor([{}])["per_minute_bound"] is None
+
 def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
   """memory_outside_holds on hand-made samples: a judge's and a worker's MiB above their context
   while they held no slot (the sample at 10.2 s is within the hold's slack), and the samples
