@@ -44,7 +44,10 @@ garbage collector's sight (KZ_GC_FREEZE=0: zygote.freeze_imports); with `wsspawn
 process's worker server a fresh interpreter it starts after its first job instead of a fork of it
 made before (KZ_WORKER_SERVER_FORK=0: forked_worker_server.py); with `seqlaunch`, a Triton
 precompiler building its kernels' C launchers after their compiles instead of beside them
-(KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py). The trailing flags come in
+(KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py); with `wuN` (e.g. `wu1`), N warm-up calls
+before each timing's trials instead of SandboxConfig.warmup's (the candidate's checks have run
+its forward by then; what fewer cost in precision shows in the copies' spread). The trailing
+flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -95,11 +98,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "seqlaunch")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:tS][:pN][:fN][:wN]")
+             "[:wsspawn][:seqlaunch][:tS][:pN][:fN][:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
 WORKER_TOKEN = re.compile(r"w[1-9]\d*")
+WARMUP_TOKEN = re.compile(r"wu[1-9]\d*")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -238,6 +242,7 @@ class BenchPath(NamedTuple):
   # Triton 3.6's C launchers built beside their kernels' compiles in the precompiler
   # (triton_precompile._launchers_beside_kernels), not after them
   early_launchers: bool = True
+  warmup: int | None = None  # warm-up calls per timing (None: SandboxConfig.warmup's)
 
 
 def parse_path(path: str) -> BenchPath:
@@ -252,10 +257,11 @@ def parse_path(path: str) -> BenchPath:
   garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
   its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
-  `wN`: a worker serving up to N candidates)."""
+  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
+  warmup = None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -268,6 +274,8 @@ def parse_path(path: str) -> BenchPath:
       startups = int(extra.pop()[1:])
     elif WORKER_TOKEN.fullmatch(token) and per_worker is None:
       per_worker = int(extra.pop()[1:])
+    elif WARMUP_TOKEN.fullmatch(token) and warmup is None:
+      warmup = int(extra.pop()[2:])
     else:
       break
   concurrency = None
@@ -288,7 +296,7 @@ def parse_path(path: str) -> BenchPath:
                    "nosetup" not in flags_given, "nofence" not in flags_given,
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
-                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given)
+                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup)
 
 
 def _server_env(path: BenchPath):
@@ -397,7 +405,8 @@ def run() -> dict:
                                      base.candidates_per_worker
                                      if path.candidates_per_worker is None
                                      else path.candidates_per_worker),
-                                 reference_reuses_inputs=path.reference_reuses_inputs)
+                                 reference_reuses_inputs=path.reference_reuses_inputs,
+                                 warmup=base.warmup if path.warmup is None else path.warmup)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
