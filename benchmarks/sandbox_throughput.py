@@ -46,8 +46,10 @@ made before (KZ_WORKER_SERVER_FORK=0: forked_worker_server.py); with `seqlaunch`
 precompiler building its kernels' C launchers after their compiles instead of beside them
 (KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py); with `wuN` (e.g. `wu1`), N warm-up calls
 before each timing's trials instead of SandboxConfig.warmup's (the candidate's checks have run
-its forward by then; what fewer cost in precision shows in the copies' spread). The trailing
-flags come in
+its forward by then; what fewer cost in precision shows in the copies' spread); with `regup`,
+models of 16 MiB or more moved to the GPU from their own pages page-locked in place instead of
+from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py).
+The trailing flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -92,13 +94,13 @@ from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 
-# Trailing tokens of a path, in any order: each turns one default off.
+# Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch")
+              "seqlaunch", "regup")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:tS][:pN][:fN][:wN][:wuN]")
+             "[:wsspawn][:seqlaunch][:regup][:tS][:pN][:fN][:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -243,6 +245,9 @@ class BenchPath(NamedTuple):
   # (triton_precompile._launchers_beside_kernels), not after them
   early_launchers: bool = True
   warmup: int | None = None  # warm-up calls per timing (None: SandboxConfig.warmup's)
+  # large models moved to the GPU from their pages page-locked in place
+  # (SandboxConfig.registered_uploads, off by default)
+  registered_uploads: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -257,7 +262,8 @@ def parse_path(path: str) -> BenchPath:
   garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
   its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
-  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing)."""
+  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `regup`: large
+  models moved to the GPU from their pages page-locked in place)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -296,7 +302,8 @@ def parse_path(path: str) -> BenchPath:
                    "nosetup" not in flags_given, "nofence" not in flags_given,
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
-                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup)
+                   "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
+                   "regup" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -406,7 +413,8 @@ def run() -> dict:
                                      if path.candidates_per_worker is None
                                      else path.candidates_per_worker),
                                  reference_reuses_inputs=path.reference_reuses_inputs,
-                                 warmup=base.warmup if path.warmup is None else path.warmup)
+                                 warmup=base.warmup if path.warmup is None else path.warmup,
+                                 registered_uploads=path.registered_uploads)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

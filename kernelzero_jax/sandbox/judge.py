@@ -686,6 +686,7 @@ class Judge:
             "backend": self.backend, "candidate_source": self.job["candidate_source"],
             "reference_source": self.job["reference_source"],
             "memory_limit_gb": cfg.memory_limit_gb, "gpu_memory_fraction": cfg.gpu_memory_fraction,
+            "registered_uploads": cfg.registered_uploads,
             "own_kernel_names": self.own_kernels,
             "setup_kernel_ms_limit": cfg.setup_kernel_ms_limit}
     if cfg.device == "cuda" and cfg.startup_fence:  # the worker's start-up takes it too
@@ -877,7 +878,7 @@ class Judge:
         self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under the hold
       else:
         with self._fence("upload", timing=False, slot=False):
-          self.ref_model = model.to(self.device)
+          self.ref_model = self._to_device(model, "reference")
           if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
       del model
@@ -1169,10 +1170,22 @@ class Judge:
     """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
     if self._reference_on_cpu:
       with self._step("reference_upload"):
-        self.ref_model = self.ref_model.to(self.device)
+        self.ref_model = self._to_device(self.ref_model, "reference")
         if self.device.type == "cuda":
           self.torch.cuda.synchronize(self.device)
       self._reference_on_cpu = False
+
+  def _to_device(self, model, name: str):
+    """`model` moved to this judge's device; from its own pages page-locked in place where it
+    is large and SandboxConfig.registered_uploads (host_registration.py;
+    evidence["registered_upload"][name])."""
+    if not self.cfg.registered_uploads:
+      return model.to(self.device)
+    from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+    moved, upload = host_registration.to_device(self.torch, model, self.device)
+    if upload:
+      self.verdict.evidence.setdefault("registered_upload", {})[name] = upload
+    return moved
 
   def _check_width(self, slots: int) -> int:
     """How many of the `slots` this judge's checks hold (check_width), beside the processes of
@@ -1256,8 +1269,13 @@ class Judge:
       self._degenerate_facts(seeds)
     v.stage = "init"
     with self._step("candidate_init"):
-      self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
-                                       cfg.correctness_timeout_s, "init"), "init")
+      inited = self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
+                                                cfg.correctness_timeout_s, "init"), "init")
+    upload = inited.get("upload")
+    if isinstance(upload, dict):  # (the worker's own account: numbers, errors cut short)
+      self.verdict.evidence.setdefault("registered_upload", {})["candidate"] = {
+          str(k)[:40]: x if isinstance(x, (int, float)) else str(x)[:200]
+          for k, x in list(upload.items())[:8]}
     v.stage = "correctness"
     t0 = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -1543,9 +1561,10 @@ class Judge:
     if constant_everywhere:
       v.degenerate.append(V.DEGENERATE_CONSTANT)
     second, self.second_reference = self.second_reference, None
-    model = (second.to(self.device) if second is not None else
-             problem.make_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
-                                self.cfg.init_seed, self.device))
+    if second is None:  # (its construction in a thread failed, or none was started)
+      second = problem.construct_model(self.ref_mod.Model, self.ref_mod.get_init_inputs,
+                                       self.cfg.init_seed)
+    model = self._to_device(second, "second_reference")
     del second
     inputs = problem.make_inputs(self.ref_mod.get_inputs, seeds[0], self.device)
     torch.manual_seed(seeds[0] + 0x5EED)  # a different random state for the forward itself

@@ -320,14 +320,27 @@ class _Worker:
     return self._clean_reply(setup_gpu)
 
   def init(self, seed: int) -> dict[str, Any]:
+    """The model construct built, moved to the device under the judge's hold: from its own
+    pages page-locked in place where it is large and spec["registered_uploads"]
+    (host_registration.py; the reply's "upload" says how)."""
     constructed, self.constructed = self.constructed, None
     if constructed is not None and constructed[0] == seed:
-      self.model = constructed[1].to(self.device)
+      model = constructed[1]
     else:
-      self.model = self.problem.make_model(self.module.ModelNew, self.reference.get_init_inputs,
-                                           seed, self.device)
+      model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
+                                           seed)
     del constructed
-    return self._clean_reply()
+    upload = {}
+    if self.spec.get("registered_uploads"):
+      from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+      self.model, upload = host_registration.to_device(self.torch, model, self.device)
+    else:
+      self.model = model.to(self.device)
+    del model
+    reply = self._clean_reply()
+    if upload and reply.get("ok"):
+      reply["upload"] = upload
+    return reply
 
   def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the

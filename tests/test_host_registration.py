@@ -1,0 +1,133 @@
+"""host_registration: which pages a model's move registers, once each, for how long, and what a
+failed call leaves. cudaHostRegister needs a GPU, so a recording stand-in takes torch's
+`torch.cuda.cudart()` place here (benchmarks/host_upload.py measures the real one)."""
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+from kernelzero_jax.sandbox import host_registration
+
+PAGE = 4096
+
+
+def test_spans_become_whole_pages_each_in_one_range():
+  assert host_registration.page_ranges([(PAGE + 10, 100)], PAGE) == [(PAGE, PAGE)]
+  # two spans in one page, a span across a page boundary, and one that only touches the last
+  assert host_registration.page_ranges(
+      [(3 * PAGE + 5, 10), (3 * PAGE + 100, 10), (10 * PAGE - 1, 2), (12 * PAGE, PAGE),
+       (11 * PAGE, PAGE), (20 * PAGE, 0)], PAGE) == [(3 * PAGE, PAGE), (9 * PAGE, 4 * PAGE)]
+  assert host_registration.page_ranges([], PAGE) == []
+
+
+class FakeCudart:
+  """Records calls; fails the `fail_register`-th registration (1-based) with error 712."""
+
+  def __init__(self, fail_register=None, fail_unregister=False):
+    self.calls, self.fail_register, self.fail_unregister = [], fail_register, fail_unregister
+    self.registered = set()
+
+  def cudaHostRegister(self, start, size, flags):  # pylint: disable=invalid-name
+    self.calls.append(("register", start, size, flags))
+    if sum(c[0] == "register" for c in self.calls) == self.fail_register:
+      return 712  # cudaErrorHostMemoryAlreadyRegistered
+    assert start % PAGE == 0 and size % PAGE == 0 and start not in self.registered
+    self.registered.add(start)
+    return 0
+
+  def cudaHostUnregister(self, start):  # pylint: disable=invalid-name
+    self.calls.append(("unregister", start))
+    self.registered.discard(start)
+    return 1 if self.fail_unregister else 0
+
+
+class Model(torch.nn.Module):
+  def __init__(self):
+    super().__init__()
+    self.big = torch.nn.Linear(256, 256)  # 256 KiB, its own pages
+    self.tied = torch.nn.Linear(8, 8)
+    self.other = torch.nn.Linear(8, 8)
+    self.other.weight = self.tied.weight
+    self.register_buffer("scale", torch.ones(4))
+
+
+def _move(model, cudart, cleared, min_bytes=0):
+  """What the sandbox's move does, on the CPU: the module's tensors replaced by copies, the old
+  ones dropped by the module (as Module.to a GPU would). Returns the evidence and the pages
+  registered while the block ran."""
+  with host_registration.registered(model, cudart, lambda: cleared.append(1), min_bytes) as ev:
+    model._apply(lambda t: t.clone())  # pylint: disable=protected-access
+    gc.collect()
+    during = set(cudart.registered)
+  return ev, during
+
+
+def test_each_page_is_registered_once_and_unregistered_after_the_move(monkeypatch):
+  monkeypatch.setattr(host_registration, "PAGE_BYTES", PAGE)
+  model, cudart, cleared = Model(), FakeCudart(), []
+  spans = [(s.data_ptr(), s.nbytes()) for s in host_registration.cpu_storages(model)]
+  ranges = host_registration.page_ranges(spans)
+  evidence, during = _move(model, cudart, cleared)
+  assert [c[1:3] for c in cudart.calls if c[0] == "register"] == ranges
+  assert during == {start for start, _ in ranges}
+  assert cudart.registered == set() and cleared == []
+  assert [c[1] for c in cudart.calls if c[0] == "unregister"] == [start for start, _ in ranges]
+  assert evidence["bytes"] == sum(size for _, size in spans)
+  assert evidence["ranges"] == len(ranges) and {"register_s", "unregister_s"} <= set(evidence)
+
+
+def test_a_failed_registration_is_cleared_and_the_registered_pages_released():
+  model, cudart, cleared = Model(), FakeCudart(fail_register=2), []
+  evidence, _ = _move(model, cudart, cleared)
+  assert cleared == [1] and evidence["register_failed"] == "cudaHostRegister: CUDA error 712"
+  registered = [c for c in cudart.calls if c[0] == "register"]
+  unregistered = [c for c in cudart.calls if c[0] == "unregister"]
+  assert len(registered) == 2 and unregistered == [("unregister", registered[0][1])]
+  assert cudart.registered == set()
+
+
+def test_a_failed_unregistration_is_cleared_and_told():
+  model, cudart, cleared = Model(), FakeCudart(fail_unregister=True), []
+  evidence, _ = _move(model, cudart, cleared)
+  assert evidence["unregister_failed"] == "cudaHostUnregister: CUDA error 1"
+  assert cleared == [1] * evidence["ranges"]
+
+
+@pytest.mark.parametrize("why", ["small", "no way to clear an error"])
+def test_nothing_is_registered_for_a_small_model_or_without_an_error_clearer(why):
+  model, cudart = Model(), FakeCudart()
+  clear = None if why != "small" else (lambda: None)
+  with host_registration.registered(model, cudart, clear,
+                                    min_bytes=10**9 if why == "small" else 0) as evidence:
+    pass
+  assert evidence == {} and cudart.calls == []
+
+
+def test_the_storages_outlive_the_move_until_unregistered():
+  """The move drops the module's references to its CPU tensors; registered keeps their storages
+  until it has unregistered them (freed memory must not stay registered), and no longer."""
+  model, alive_at_unregister = Model(), []
+  storage = weakref.ref(model.big.weight.untyped_storage())
+
+  class Watching(FakeCudart):
+    def cudaHostUnregister(self, start):  # pylint: disable=invalid-name
+      alive_at_unregister.append(storage() is not None)
+      return super().cudaHostUnregister(start)
+
+  _move(model, Watching(), [])
+  gc.collect()
+  assert alive_at_unregister and all(alive_at_unregister) and storage() is None
+
+
+def test_off_a_gpu_the_move_is_the_plain_one():
+  model = Model()
+  moved, evidence = host_registration.to_device(torch, model, torch.device("cpu"), 0)
+  assert moved is model and evidence == {}
+
+
+def test_without_a_cuda_runtime_loaded_there_is_no_error_clearer():
+  if torch.cuda.is_available():
+    pytest.skip("a CUDA runtime is loaded here")
+  assert host_registration.cuda_error_clearer() is None
