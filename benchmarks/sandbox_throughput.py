@@ -48,8 +48,10 @@ precompiler building its kernels' C launchers after their compiles instead of be
 before each timing's trials instead of SandboxConfig.warmup's (the candidate's checks have run
 its forward by then; what fewer cost in precision shows in the copies' spread); with `regup`,
 models of 16 MiB or more moved to the GPU from their own pages page-locked in place instead of
-from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py).
-The trailing flags come in
+from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py);
+with `secondfirst`, a Triton judge that times the reference first building its second model
+before that timing, however long the first took (KZ_SECOND_REFERENCE_AFTER=0:
+judge.SECOND_REFERENCE_AFTER_S). The trailing flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -97,10 +99,10 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "regup")
+              "seqlaunch", "regup", "secondfirst")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:regup][:tS][:pN][:fN][:wN][:wuN]")
+             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:tS][:pN][:fN][:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -248,6 +250,9 @@ class BenchPath(NamedTuple):
   # large models moved to the GPU from their pages page-locked in place
   # (SandboxConfig.registered_uploads, off by default)
   registered_uploads: bool = False
+  # a slow reference's second model built after the timing measured first
+  # (judge.SECOND_REFERENCE_AFTER_S), not before it
+  second_reference_after: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -263,7 +268,8 @@ def parse_path(path: str) -> BenchPath:
   its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
   `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `regup`: large
-  models moved to the GPU from their pages page-locked in place)."""
+  models moved to the GPU from their pages page-locked in place; `secondfirst`: a reference's
+  second model built before the timing measured first)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -303,15 +309,17 @@ def parse_path(path: str) -> BenchPath:
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
-                   "regup" in flags_given)
+                   "regup" in flags_given, "secondfirst" not in flags_given)
 
 
 def _server_env(path: BenchPath):
   """The environment a path's pool starts its warm server with, which its judges and workers
   inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
-  KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels)."""
+  KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels),
+  KZ_SECOND_REFERENCE_AFTER (judge.Judge._second_reference_after)."""
   wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
-            "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers}
+            "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers,
+            "KZ_SECOND_REFERENCE_AFTER": path.second_reference_after}
   return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
 
 

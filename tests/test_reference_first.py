@@ -147,6 +147,40 @@ def test_a_second_construction_still_running_leaves_the_measuring_for_later(make
   assert timed == [] and not judge.reference_checked
 
 
+def test_a_slow_first_construction_puts_the_second_after_the_timing(make_judge, monkeypatch):
+  judge, _, _ = make_judge()
+  after = judge._second_reference_after  # pylint: disable=protected-access
+  assert after(judge_lib.SECOND_REFERENCE_AFTER_S) and not after(0.01)
+  judge.prebuilder = object()  # a CUDA worker's go waits for seconds of build anyway
+  assert not after(10.0)
+  judge, _, _ = make_judge(facts={"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7})
+  assert not judge._second_reference_after(10.0)  # pylint: disable=protected-access
+  judge, _, _ = make_judge(check_degenerate=False)  # no second model to build
+  assert not judge._second_reference_after(10.0)  # pylint: disable=protected-access
+  judge, _, _ = make_judge()
+  judge.awaits_go = False  # nothing measured first: the second model as before
+  assert not judge._second_reference_after(10.0)  # pylint: disable=protected-access
+  judge, _, _ = make_judge()
+  monkeypatch.setenv("KZ_SECOND_REFERENCE_AFTER", "0")  # the benchmark's `secondfirst`
+  assert not judge._second_reference_after(10.0)  # pylint: disable=protected-access
+
+
+def test_with_the_second_construction_after_it_the_timing_first_leaves_the_checks(make_judge):
+  judge, timed, facts_path = make_judge()
+  judge._reference_first(checks=False)  # pylint: disable=protected-access
+  v = judge.verdict
+  assert timed == [1] and judge.worker.go_sent() and v.evidence["reference_first"]["timed"]
+  assert "under the candidate's hold" in v.evidence["reference_first"]["checks"]
+  assert not judge.reference_checked and "reference_checks" not in v.evidence["gpu_seconds"]
+  assert judge_lib.read_facts(facts_path) == {}
+  judge._start_second_reference()  # pylint: disable=protected-access
+  judge._second_reference_thread.join(60)  # pylint: disable=protected-access
+  assert judge.second_reference is not None
+  judge._degenerate_facts(judge._check_seeds(0))  # under the candidate's hold, as they were
+  assert judge.reference_checked and v.degenerate == []
+  assert judge_lib.read_facts(facts_path) == {"degenerate": []}
+
+
 def test_known_facts_need_no_measuring_first(make_judge):
   judge, _, _ = make_judge(facts={"degenerate": [], "reference_ms": 4.0, "compile_ms": None,
                                   "reference_trials": 7})

@@ -169,7 +169,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
-                                                 + (True,) * 4 + (None, False))
+                                                 + (True,) * 4 + (None, False, True))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -244,6 +244,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       candidates_per_worker=8, timing_target_s=0.25)
   assert parse_path("zygote:lite_pch:gpu4:regup:wu1") == path(
       "zygote:lite_pch:gpu4:regup:wu1", lite=3, concurrency=4, warmup=1, registered_uploads=True)
+  assert parse_path("zygote:lite_pch:t0.25:secondfirst") == path(
+      "zygote:lite_pch:t0.25:secondfirst", lite=3, timing_target_s=0.25,
+      second_reference_after=False)
   assert parse_path("zygote:lite_pch:p8:nofence:t0.1") == path(
       "zygote:lite_pch:p8:nofence:t0.1", lite=3, parallel=8, fenced=False, timing_target_s=0.1)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",

@@ -37,6 +37,13 @@ POLL_S = 0.05
 # How long _reference_first waits for the reference's second construction (a thread, which
 # reseeds torch) before it gives up measuring first: the worker waits for its go meanwhile.
 REFERENCE_FIRST_WAIT_S = 0.5
+# A Triton judge that times the reference first builds the reference's second model after that
+# timing instead of before it, when building the first took at least this long: the timing then
+# need not wait for it (it reseeds torch), and it runs beside the worker's import of the
+# candidate; the reference checks that use it follow under the candidate's hold. (On an H200, a
+# lone level-2 Triton candidate's reference waited 0.4-0.6 s for it: the timing, and the worker's
+# go after it, that much later.)
+SECOND_REFERENCE_AFTER_S = 0.2
 # A Triton worker that waits for its judge to time the reference first gets its go at the latest
 # this long after its start (its own start-up takes about 0.45 s on an H200 machine): a judge still
 # loading a large reference by then would hold its worker back for nothing.
@@ -870,7 +877,9 @@ class Judge:
         self._take_host_memory()
       # Built on the CPU, KernelBench's way (seconds for a large model), then uploaded with the
       # warm-up, apart from timings.
+      constructed_at = time.perf_counter()
       model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
+      construct_s = time.perf_counter() - constructed_at
       # No start-up slot: those are for context creations (gpu_fence.py), and this process's
       # context exists (in a batch of 70 on an H200, uploads of small models waited 7-10 s for
       # a slot behind workers' context creations, to hold it for milliseconds).
@@ -891,9 +900,13 @@ class Judge:
         warm_up_device(torch, problem, self.device)
       WARMED_UP.add(str(self.device))
       startup.lap("warm_up")
-    self._start_second_reference()
+    second_after = self._second_reference_after(construct_s)
+    if not second_after:
+      self._start_second_reference()
     if self.awaits_go:
-      self._reference_first()
+      self._reference_first(checks=not second_after)
+    if second_after:
+      self._start_second_reference()
 
     v.stage = "build"
     # The deadline counts from the worker's start, or from its go (after a prebuilder, or after
@@ -1304,14 +1317,27 @@ class Judge:
     """Whether this judge has a fact about the reference to measure."""
     return self._reference_to_check() or self._reference_to_time()
 
-  def _reference_first(self) -> None:
+  def _second_reference_after(self, construct_s: float) -> bool:
+    """Whether the reference's second model is built after _reference_first's timing rather
+    than before it (SECOND_REFERENCE_AFTER_S): only where that timing comes first and nothing
+    else holds the go meanwhile (a CUDA worker's prebuilder takes seconds, which the second
+    construction fits in), only where this judge has both the reference's time and its checks
+    to measure, and only where building the first took long."""
+    if os.environ.get("KZ_SECOND_REFERENCE_AFTER", "1") == "0":  # (benchmarks: before, as was)
+      return False
+    return (self.awaits_go and self.prebuilder is None and not self._weights_apart
+            and construct_s >= SECOND_REFERENCE_AFTER_S and self._reference_to_time()
+            and self._reference_to_check())
+
+  def _reference_first(self, checks: bool = True) -> None:
     """What this judge measures about the reference (its timing, then its checks), measured
     before the candidate's checks, if the GPU is free now: a judge that would wait for it
     measures after the candidate's checks as before. The reference is timed only while the
     worker still waits for its go, set up and without the candidate's code imported, so that
     nothing of the candidate runs in a process with a GPU meanwhile (its precompiler or
     prebuilder has none; go_gate.py); the untimed checks follow while the worker imports it
-    (evidence["reference_first"])."""
+    (evidence["reference_first"]), unless not `checks`: then they wait for the reference's
+    second model, built after this timing (_second_reference_after), until the candidate's hold."""
     cfg, torch = self.cfg, self.torch
     t0 = time.perf_counter()
     evidence = self.verdict.evidence["reference_first"] = {"held": False, "timed": False}
@@ -1336,7 +1362,9 @@ class Judge:
           finally:
             self.go_gate.release()
         self._let_triton_worker_go()
-        if self._reference_to_check():
+        if not checks:
+          evidence["checks"] = "after the second construction, under the candidate's hold"
+        elif self._reference_to_check():
           if self._fused_thread is not None and not self._fused_thread.is_alive():
             self._ready_fused_compare()  # compiled by now: the checks compare in one kernel
           self._degenerate_facts(self._check_seeds(base))
