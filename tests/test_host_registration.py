@@ -95,6 +95,23 @@ def test_a_failed_unregistration_is_cleared_and_told():
   assert cleared == [1] * evidence["ranges"]
 
 
+def test_a_call_that_raises_counts_as_failed_and_a_module_that_hides_its_tensors_moves_plainly():
+  class Raising(FakeCudart):
+    def cudaHostRegister(self, start, size, flags):  # pylint: disable=invalid-name
+      raise TypeError("bad pointer")
+  cleared = []
+  evidence, _ = _move(Model(), Raising(), cleared)
+  assert evidence["register_failed"] == "cudaHostRegister: CUDA error TypeError: bad pointer"
+
+  class Odd(Model):
+    def parameters(self, recurse=True):
+      raise RuntimeError("not telling")
+  cudart = FakeCudart()
+  with host_registration.registered(Odd(), cudart, lambda: None, 0) as evidence:
+    pass
+  assert evidence == {} and cudart.calls == []
+
+
 @pytest.mark.parametrize("why", ["small", "no way to clear an error"])
 def test_nothing_is_registered_for_a_small_model_or_without_an_error_clearer(why):
   model, cudart = Model(), FakeCudart()

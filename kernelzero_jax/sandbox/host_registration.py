@@ -70,6 +70,14 @@ def cuda_error_clearer() -> Callable[[], Any] | None:
   return None
 
 
+def _call(function, *args) -> int | str:
+  """A cudart call's error code (0: success), or what it raised."""
+  try:
+    return int(function(*args))
+  except Exception as e:  # pylint: disable=broad-except
+    return f"{type(e).__name__}: {e}"[:200]
+
+
 @contextlib.contextmanager
 def registered(module, cudart, clear_error: Callable[[], Any] | None,
                min_bytes: int = MIN_BYTES) -> Iterator[dict[str, Any]]:
@@ -80,9 +88,12 @@ def registered(module, cudart, clear_error: Callable[[], Any] | None,
   "unregister_s"; "register_failed" / "unregister_failed" with the error where a call failed
   (its error cleared; the pages registered before it still are, and the move goes on)."""
   evidence: dict[str, Any] = {}
-  storages = cpu_storages(module)
-  nbytes = sum(s.nbytes() for s in storages)
-  if nbytes < min_bytes or clear_error is None:
+  try:  # (a candidate's module may answer parameters() its own way)
+    storages = cpu_storages(module)
+    nbytes = sum(s.nbytes() for s in storages)
+  except Exception:  # pylint: disable=broad-except
+    storages, nbytes = [], 0
+  if not nbytes or nbytes < min_bytes or clear_error is None:
     yield evidence
     return
   ranges = page_ranges((s.data_ptr(), s.nbytes()) for s in storages)
@@ -91,7 +102,7 @@ def registered(module, cudart, clear_error: Callable[[], Any] | None,
   t0 = time.perf_counter()
   try:
     for start, size in ranges:
-      code = int(cudart.cudaHostRegister(start, size, 0))
+      code = _call(cudart.cudaHostRegister, start, size, 0)
       if code != 0:
         clear_error()
         evidence["register_failed"] = f"cudaHostRegister: CUDA error {code}"
@@ -102,7 +113,7 @@ def registered(module, cudart, clear_error: Callable[[], Any] | None,
   finally:
     t1 = time.perf_counter()
     for start in done:
-      code = int(cudart.cudaHostUnregister(start))
+      code = _call(cudart.cudaHostUnregister, start)
       if code != 0:
         clear_error()
         evidence.setdefault("unregister_failed", f"cudaHostUnregister: CUDA error {code}")
