@@ -519,5 +519,5 @@ def test_an_exported_checkpoint_is_the_model_for_transformers_and_for_our_loader
   np.testing.assert_allclose(_hf_logits(again.eval(), tokens_BT, valid_BT),
                              _hf_logits(hf_model, tokens_BT, valid_BT), rtol=0, atol=0)
   reloaded = ckpt.load_hf_checkpoint(out, dtype=jnp.float32)
-  jax.tree.map(np.testing.assert_array_equal, nnx.state(reloaded, nnx.Param).to_pure_dict(),
-               nnx.state(ours, nnx.Param).to_pure_dict())
+  jax.tree.map(np.testing.assert_array_equal, nnx.to_pure_dict(nnx.state(reloaded, nnx.Param)),
+               nnx.to_pure_dict(nnx.state(ours, nnx.Param)))

@@ -111,7 +111,7 @@ def load_hf_checkpoint(path: str, dtype=jnp.bfloat16, mesh: Mesh | None = None,
   sharding = sharding or ShardingConfig()
   abstract = nnx.eval_shape(lambda: Qwen2(cfg, rngs=nnx.Rngs(0), dtype=dtype))
   graphdef, state = nnx.split(abstract)
-  pure: dict[str, Any] = state.to_pure_dict()
+  pure: dict[str, Any] = nnx.to_pure_dict(state)
   filled: set[tuple] = set()
   unknown: list[str] = []
   rules = _layer_rules(cfg)

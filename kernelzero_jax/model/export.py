@@ -43,7 +43,7 @@ def hf_config_dict(cfg: ModelConfig, dtype: str) -> dict[str, Any]:
 def hf_tensors(model, dtype=np.float32) -> dict[str, np.ndarray]:
   """The model's parameters under their Hugging Face names and layouts."""
   cfg: ModelConfig = model.config
-  params = nnx.state(model, nnx.Param).to_pure_dict()
+  params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
   d, n, k, h = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 
   def a(x):

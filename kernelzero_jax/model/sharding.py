@@ -77,7 +77,7 @@ def shard_model(model: nnx.Module, mesh: Mesh, config: ShardingConfig | None = N
     name = str(path[-1].key if hasattr(path[-1], "key") else path[-1])
     return jax.device_put(value, config.param_sharding(name, value.shape, mesh))
 
-  pure = state.to_pure_dict()
+  pure = nnx.to_pure_dict(state)
   placed = jax.tree_util.tree_map_with_path(place, pure)
   nnx.replace_by_pure_dict(state, placed)
   nnx.update(model, state)

@@ -71,7 +71,7 @@ class Checkpointer:
 
 def _pure(tree: Any) -> Any:
   """An Orbax-restored nnx.State (nested dicts, Variables as {"value": array}, list indices as
-  strings) as the pure dict that `nnx.State.replace_by_pure_dict` takes."""
+  strings) as the pure dict that `nnx.replace_by_pure_dict` takes."""
   if isinstance(tree, dict):
     if set(tree) == {"value"}:
       return tree["value"]
@@ -101,7 +101,7 @@ def load_policy_params(workdir: str, model: Any, step: Optional[int] = None) -> 
   _, state = nnx.split(model)
   loaded = _pure(raw["state"]["params"])
   flat = jax.tree_util.tree_flatten_with_path
-  want = {k: v.shape for k, v in flat(state.to_pure_dict())[0]}
+  want = {k: v.shape for k, v in flat(nnx.to_pure_dict(state))[0]}
   have = {k: v.shape for k, v in flat(loaded)[0]}
   wrong = [jax.tree_util.keystr(k) for k in want if have.get(k, want[k]) != want[k]]
   if wrong or set(want) != set(have):
@@ -113,6 +113,6 @@ def load_policy_params(workdir: str, model: Any, step: Optional[int] = None) -> 
     current = var[...]
     return var.replace(jax.device_put(jax.numpy.asarray(value, current.dtype), current.sharding))
 
-  state.replace_by_pure_dict(loaded, replace_fn=put)
+  nnx.replace_by_pure_dict(state, loaded, replace_fn=put)
   nnx.update(model, state)
   return int(step)
