@@ -173,7 +173,8 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
           "alone_overlapped": overlapped}
 
 
-def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[str, Any]:
+def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2,
+                  busy_s: float | None = None) -> dict[str, Any]:
   """The GPU seconds of the forwards alone in the verdicts' holds, from the times they measured
   (SandboxConfig's `warmup` warm-ups and `audits` audited calls per timing, its defaults here):
   per timed candidate, its trials, warm-ups and audited calls at its median time
@@ -183,7 +184,7 @@ def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[st
   one), the reference again on each audited call's inputs, and where its judge ran the reference
   checks (a "reference_checks" step) three reference forwards. Nothing else the holds do: no
   input sets made, no uploads, copies or comparisons, no start-ups. With the holds' busy time
-  (hold_timeline), what share of it those forwards were, and how many candidates a minute the
+  (`busy_s`, hold_timeline's, which it computes where not given), what share of it those forwards were, and how many candidates a minute the
   GPU would judge were they all it did (each forward as fast as its timing measured it, one
   after another)."""
   timing = reference_timing = checks = 0.0
@@ -206,7 +207,7 @@ def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[st
     if "reference_checks" in steps:
       checks += 3 * ref
   forward = (timing + reference_timing + checks) / 1000.0
-  busy = hold_timeline(rows).get("busy_s")
+  busy = hold_timeline(rows).get("busy_s") if busy_s is None else busy_s
   return {"candidates": judged, "forward_s": round(forward, 1),
           "candidate_timing_s": round(timing / 1000.0, 1),
           "reference_timing_s": round(reference_timing / 1000.0, 1),
@@ -469,9 +470,10 @@ def main(argv: list[str]) -> None:
   for problem, p in summary["problems"].items():
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} {p['checks_wide']:4d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
-  print("\nGPU holds side by side:", hold_timeline(rows))
+  timeline = hold_timeline(rows)
+  print("\nGPU holds side by side:", timeline)
   print("\nthe forwards alone in those holds (s), and the bound they leave:",
-        forward_floor(rows, args.warmup, args.num_audits))
+        forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:

@@ -148,3 +148,13 @@ def test_without_a_cuda_runtime_loaded_there_is_no_error_clearer():
   if torch.cuda.is_available():
     pytest.skip("a CUDA runtime is loaded here")
   assert host_registration.cuda_error_clearer() is None
+
+
+def test_a_judge_keeps_only_the_known_evidence_of_its_workers_move():
+  reply = {"bytes": 1024, "ranges": 2, "register_s": 0.1, "unregister_s": 0.01, "copy_s": 0.02,
+           "register_failed": "x" * 500, "extra": "anything", "ranges_bool": True}
+  assert host_registration.sanitize(reply) == {
+      "bytes": 1024, "ranges": 2, "register_s": 0.1, "unregister_s": 0.01, "copy_s": 0.02,
+      "register_failed": "x" * host_registration.ERROR_CHARS}
+  assert host_registration.sanitize({"bytes": True, "copy_s": "fast"}) == {}
+  assert host_registration.sanitize(["not", "a", "dict"]) == {}

@@ -26,6 +26,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 MIN_BYTES = 16 * 1024 * 1024  # below this a pageable copy takes a few milliseconds anyway
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The evidence registered and to_device report, as sanitize keeps it from a worker's reply.
+NUMBER_KEYS = ("bytes", "ranges", "register_s", "unregister_s", "copy_s")
+ERROR_KEYS = ("register_failed", "unregister_failed")
+ERROR_CHARS = 200
 
 
 def page_ranges(spans: Iterable[tuple[int, int]], page: int = PAGE_BYTES
@@ -75,7 +79,7 @@ def _call(function, *args) -> int | str:
   try:
     return int(function(*args))
   except Exception as e:  # pylint: disable=broad-except
-    return f"{type(e).__name__}: {e}"[:200]
+    return f"{type(e).__name__}: {e}"[:ERROR_CHARS]
 
 
 @contextlib.contextmanager
@@ -105,7 +109,7 @@ def registered(module, cudart, clear_error: Callable[[], Any] | None,
       code = _call(cudart.cudaHostRegister, start, size, 0)
       if code != 0:
         clear_error()
-        evidence["register_failed"] = f"cudaHostRegister: CUDA error {code}"
+        evidence["register_failed"] = f"cudaHostRegister: CUDA error {code}"[:ERROR_CHARS]
         break
       done.append(start)
     evidence["register_s"] = round(time.perf_counter() - t0, 4)
@@ -116,10 +120,27 @@ def registered(module, cudart, clear_error: Callable[[], Any] | None,
       code = _call(cudart.cudaHostUnregister, start)
       if code != 0:
         clear_error()
-        evidence.setdefault("unregister_failed", f"cudaHostUnregister: CUDA error {code}")
+        evidence.setdefault("unregister_failed",
+                            f"cudaHostUnregister: CUDA error {code}"[:ERROR_CHARS])
     if done:
       evidence["unregister_s"] = round(time.perf_counter() - t1, 4)
     del storages  # (only now may the move's dropped CPU tensors be freed)
+
+
+def sanitize(reply: Any) -> dict[str, Any]:
+  """What a judge keeps of the evidence its worker's move reported (the worker runs the
+  candidate's code): the keys registered and to_device write, numbers as numbers, errors cut
+  short; nothing else."""
+  if not isinstance(reply, dict):
+    return {}
+  out: dict[str, Any] = {}
+  for key in NUMBER_KEYS:
+    if isinstance(reply.get(key), (int, float)) and not isinstance(reply[key], bool):
+      out[key] = reply[key]
+  for key in ERROR_KEYS:
+    if key in reply:
+      out[key] = str(reply[key])[:ERROR_CHARS]
+  return out
 
 
 def to_device(torch, module, device, min_bytes: int = MIN_BYTES) -> tuple[Any, dict[str, Any]]:

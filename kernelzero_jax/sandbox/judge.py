@@ -1284,11 +1284,10 @@ class Judge:
     with self._step("candidate_init"):
       inited = self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
                                                 cfg.correctness_timeout_s, "init"), "init")
-    upload = inited.get("upload")
-    if isinstance(upload, dict):  # (the worker's own account: numbers, errors cut short)
-      self.verdict.evidence.setdefault("registered_upload", {})["candidate"] = {
-          str(k)[:40]: x if isinstance(x, (int, float)) else str(x)[:200]
-          for k, x in list(upload.items())[:8]}
+    if inited.get("upload"):  # the worker's own account (host_registration.sanitize)
+      from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+      self.verdict.evidence.setdefault("registered_upload", {})["candidate"] = (
+          host_registration.sanitize(inited["upload"]))
     v.stage = "correctness"
     t0 = time.perf_counter()
     for i, seed in enumerate(seeds):
