@@ -6,14 +6,14 @@ gpu_concurrency (CPU only).
 
 For every level-1/2 problem: its input bytes and what its forward makes (its outputs, or the
 largest result inside it where larger), read on the meta device (sandbox/problem.input_bytes,
-output_bytes), one check's memory from them (sandbox/judge.check_bytes), and for each slot
+output_bytes), one check's memory from them (sandbox/gpu_budget.check_bytes), and for each slot
 count whether that many correctness checks fit
 in a GPU of --gpu_gib at once beside --judges judges' processes (SandboxPool's max_parallel per
-GPU; sandbox/judge.checks_fit); when they do not, a check holds as many slots as its memory
-needs (sandbox/judge.check_width), all of them being the GPU alone. 139.8 GiB is the H200's
+GPU; sandbox/gpu_budget.checks_fit); when they do not, a check holds as many slots as its memory
+needs (sandbox/gpu_budget.check_width), all of them being the GPU alone. 139.8 GiB is the H200's
 total memory as torch reports it. Also the problems whose weights are too large to keep on the
 GPU between a judge's holds beside --judges judges (sandbox/problem.weight_bytes,
-sandbox/judge.weights_kept_fit): each of their evaluations runs in one hold of the whole GPU.
+sandbox/gpu_budget.weights_kept_fit): each of their evaluations runs in one hold of the whole GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from absl import app
 from absl import flags
 
-from kernelzero_jax.sandbox import judge, problem
+from kernelzero_jax.sandbox import gpu_budget, problem
 from kernelzero_jax.tasks import kernelbench as tasks
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -53,12 +53,12 @@ def main(argv):
         f"sets alone, their checks passed for less): {makes_more}")
   gpu_bytes = int(_GPU_GIB.value * 2**30)
   apart = {k: w for k, w in weights.items()
-           if w is not None and not judge.weights_kept_fit(w, gpu_bytes, _JUDGES.value)}
+           if w is not None and not gpu_budget.weights_kept_fit(w, gpu_bytes, _JUDGES.value)}
   print(f"{len(apart)} with weights too large to keep between holds beside {_JUDGES.value} "
         "judges (one hold of the whole GPU each): "
         + ", ".join(f"{k} ({w / 2**30:.2f} GiB)" for k, w in sorted(apart.items())))
   for slots in map(int, _SLOTS.value):
-    widths = {k: judge.check_width(judge.check_bytes(*b), slots, gpu_bytes, _JUDGES.value)
+    widths = {k: gpu_budget.check_width(gpu_budget.check_bytes(*b), slots, gpu_bytes, _JUDGES.value)
               for k, b in sizes.items()}
     wide = sorted(k for k, w in widths.items() if w > 1)
     print(f"gpu_concurrency={slots}, {_JUDGES.value} judges: "

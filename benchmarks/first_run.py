@@ -15,7 +15,7 @@ last is what the warm-up did not take off. Warm-ups:
 - `rng`: one input of one element made on the GPU the sandbox's way (problem.make_inputs), as
   the worker warms its observers;
 - `blas`: `rng`, and the cuBLAS handle and a 16 x 16 matmul;
-- `judge`: what a judge runs when it starts (sandbox/judge.warm_up_device, with
+- `judge`: what a judge runs when it starts (sandbox/judge_gpu.warm_up_device, with
   SandboxConfig.judge_warm_up): `blas`, and torch.equal on 256 elements;
 - `forward`: `blas`, and a whole check at full size: not a warm-up a judge could run outside
   the hold (it is GPU work beside other judges' timing), but the most any warm-up can take off.
@@ -48,8 +48,8 @@ def _warm_up(name: str, torch, problem, ref_mod, model, device) -> None:
   if name == "none":
     return
   if name == "judge":
-    from kernelzero_jax.sandbox import judge  # pylint: disable=import-outside-toplevel
-    judge.warm_up_device(torch, problem, device)
+    from kernelzero_jax.sandbox import judge_gpu  # pylint: disable=import-outside-toplevel
+    judge_gpu.warm_up_device(torch, problem, device)
     return
   problem.make_inputs(lambda: [torch.rand(1)], 0, device)
   if name in ("blas", "forward"):

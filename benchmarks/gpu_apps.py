@@ -6,7 +6,7 @@ Every `--interval_s` it asks `nvidia-smi --query-compute-apps=pid,used_memory` a
 line per process: `time,pid,MiB` (time.time() when the answer came). gpu_steps.py
 `--apps_csv` lays these beside the verdicts' GPU holds and their judges' and workers' pids: what
 a judge or a worker held on the GPU while it held no slot, which no check's memory budget counts
-(judge.check_width). Runs until killed, or for `--seconds`.
+(gpu_budget.check_width). Runs until killed, or for `--seconds`.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ _HONEST_RE = re.compile(r"level(\d)_(\d+)_(cuda|triton)\.py$")
 _DOBENCH_SNIPPET = r"""
 import json, sys, torch, triton.testing
 from kernelzero_jax.sandbox import problem
-from kernelzero_jax.sandbox.judge import gpu_lock
+from kernelzero_jax.sandbox.gpu_budget import gpu_lock
 ref_src, cand_src = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False

@@ -51,7 +51,7 @@ models of 16 MiB or more moved to the GPU from their own pages page-locked in pl
 from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py);
 with `secondfirst`, a Triton judge that times the reference first building its second model
 before that timing, however long the first took (KZ_SECOND_REFERENCE_AFTER=0:
-judge.SECOND_REFERENCE_AFTER_S). The trailing flags come in
+judge_reference.SECOND_REFERENCE_AFTER_S). The trailing flags come in
 any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -212,7 +212,7 @@ class BenchPath(NamedTuple):
   precompile: bool = True
   concurrent: bool = True  # the reference's outputs computed while the candidate runs
   fused: bool = True  # outputs compared by the fused kernel (sandbox/fused_compare.py)
-  wide: bool = True  # problems too large for one slot checked on several (judge.check_width)
+  wide: bool = True  # problems too large for one slot checked on several (gpu_budget.check_width)
   timing_target_s: float | None = None  # None: --timing_target_s's (or the config's)
   niced: bool = True  # the processes that only build run niced (SandboxConfig.build_nice)
   # a judge measures the reference before its worker imports the candidate, if the GPU is free
@@ -251,7 +251,7 @@ class BenchPath(NamedTuple):
   # (SandboxConfig.registered_uploads, off by default)
   registered_uploads: bool = False
   # a slow reference's second model built after the timing measured first
-  # (judge.SECOND_REFERENCE_AFTER_S), not before it
+  # (judge_reference.SECOND_REFERENCE_AFTER_S), not before it
   second_reference_after: bool = True
 
 

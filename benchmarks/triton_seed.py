@@ -59,9 +59,9 @@ def main(argv: list[str]) -> None:
     stub = build_stub_libcuda(tempfile.mkdtemp(prefix="kz_stub_libcuda_"))
     os.environ["TRITON_LIBCUDA_PATH"] = os.environ["LD_LIBRARY_PATH"] = stub
   # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.sandbox import judge as judge_lib
   from kernelzero_jax.sandbox import triton_seed
   from kernelzero_jax.sandbox import worker as worker_lib
+  from kernelzero_jax.sandbox import worker_handle
   from tests.test_triton_precompile import CANDIDATE, REFERENCE
   root = tempfile.mkdtemp(prefix="kz_seed_bench_")
   manifest = triton_seed.ensure_seed(root)
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> None:
               "memory_limit_gb": 8.0, "gpu_memory_fraction": 0.9,
               "own_kernel_names": ["add_scale_kernel"],
               "triton_capability": flags.FLAGS.capability}
-      handle = judge_lib.WorkerHandle(spec, 8.0)
+      handle = worker_handle.WorkerHandle(spec, 8.0)
       try:
         runs[name].append(handle.wait(flags.FLAGS.run_timeout_s, "precompile"))
       finally:

@@ -28,7 +28,9 @@ from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import cuda_prebuild
 from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import judge_worker
 from kernelzero_jax.sandbox import worker as worker_lib
+from kernelzero_jax.sandbox import worker_handle
 from test_fast_build import FakeLoadInline
 from test_lite_build import KERNEL
 
@@ -88,8 +90,8 @@ def _started(candidate: str, **worker_spec):
   """A worker waiting for its go and its prebuilder, as judge._start_worker starts them."""
   workdir = tempfile.mkdtemp(prefix="kz_prebuild_test_")
   spec = _spec(workdir, candidate)
-  worker = judge_lib.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0)
-  prebuilder = judge_lib.WorkerHandle(dict(spec, role=worker_lib.PREBUILD, device="meta"), 8.0,
+  worker = worker_handle.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0)
+  prebuilder = worker_handle.WorkerHandle(dict(spec, role=worker_lib.PREBUILD, device="meta"), 8.0,
                                       kill_descendants=False)
   try:
     yield workdir, worker, prebuilder
@@ -307,7 +309,7 @@ def test_batons_go_and_a_build_cut_short_goes_whole(tmp_path):
 
 
 class _Recorded:
-  """Stands in for judge.WorkerHandle: records each process a judge would start."""
+  """Stands in for worker_handle.WorkerHandle: records each process a judge would start."""
   specs: list = []
   start_method = "fork"
   pid = None
@@ -318,7 +320,7 @@ class _Recorded:
     self.conn, self.other_end = multiprocessing.Pipe()
 
   def wait(self, timeout_s, stage):
-    raise judge_lib.StageFailure("runtime_error", f"{stage}: not started ({timeout_s})")
+    raise worker_handle.StageFailure("runtime_error", f"{stage}: not started ({timeout_s})")
 
   def kill(self):
     pass
@@ -337,9 +339,9 @@ class _Recorded:
 ])
 def test_judges_start_a_prebuilder_for_fast_cuda_builds_on_a_gpu(backend, config, prebuilds,
                                                                   awaits_go, at_once, monkeypatch):
-  monkeypatch.setattr(judge_lib, "WorkerHandle", _Recorded)
+  monkeypatch.setattr(judge_worker, "WorkerHandle", _Recorded)
   monkeypatch.setattr(fast_build, "ready_pch", lambda *_, **__: None)
-  monkeypatch.setattr(judge_lib, "gpu_capability", lambda: 90)  # as NVML says on an H200
+  monkeypatch.setattr(judge_worker, "gpu_capability", lambda: 90)  # as NVML says on an H200
   _Recorded.specs = []
   job = {"backend": backend, "config": config, "candidate_source": CANDIDATE,
          "reference_source": REFERENCE, "judges_at_once": at_once}

@@ -130,7 +130,7 @@ def test_a_timing_that_holds_the_gpu_does_not_wait_for_one_waiting_for_the_gpu(t
   """Judge A holds every GPU slot (its whole evaluation, or the reference first) and times;
   judge B took the fence for its timing and waits for the slots. Were A to wait for the fence,
   neither would go on. A goes on without the fence, which B holds, keeping start-ups out."""
-  from kernelzero_jax.sandbox.judge import gpu_slots  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.gpu_budget import gpu_slots  # pylint: disable=import-outside-toplevel
   order = []
   b_holds_fence = threading.Event()
 

@@ -1,4 +1,4 @@
-"""The judges' GPU coordination (judge.gpu_slots), exercised with threads on the CPU.
+"""The judges' GPU coordination (gpu_budget.gpu_slots), exercised with threads on the CPU.
 
 Shared holders (untimed checks) may overlap up to the slot count; an exclusive holder (timing)
 overlaps with nobody. With one slot, every hold is exclusive, as the sandbox has always been.
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kernelzero_jax.sandbox import SandboxConfig
-from kernelzero_jax.sandbox.judge import gpu_slots
+from kernelzero_jax.sandbox.gpu_budget import gpu_slots
 
 
 class Recorder:

@@ -19,14 +19,17 @@ import pytest
 import torch
 
 from test_reference_first import make_judge  # noqa: F401  pylint: disable=unused-import
+from kernelzero_jax.sandbox import gpu_budget
 from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import judge_gpu
 from kernelzero_jax.sandbox import timing
 from kernelzero_jax.sandbox import verdict as V
+from kernelzero_jax.sandbox import worker_handle
 
 
 def _slot_free(slot: int = 0) -> bool:
-  """Whether another judge could take `slot` of GPU 0 now (the lock files of judge.gpu_slots)."""
-  with open(judge_lib._lock_path(0, slot, None), "a+") as f:  # pylint: disable=protected-access
+  """Whether another judge could take `slot` of GPU 0 now (gpu_budget.gpu_slots' lock files)."""
+  with open(gpu_budget._lock_path(0, slot, None), "a+") as f:  # pylint: disable=protected-access
     try:
       fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -47,11 +50,11 @@ def _fails_holding(alive: list, chained: bool):
     inputs = torch.zeros(8)
     alive.append(weakref.ref(inputs))
     if not chained:
-      raise judge_lib.StageFailure(V.INCORRECT, "correctness: outputs differ")
+      raise worker_handle.StageFailure(V.INCORRECT, "correctness: outputs differ")
     try:
       forward()
     except RuntimeError as e:
-      raise judge_lib.StageFailure(V.RUNTIME_ERROR, f"reference forward failed: {e}") from e
+      raise worker_handle.StageFailure(V.RUNTIME_ERROR, f"reference forward failed: {e}") from e
   return step
 
 
@@ -61,7 +64,7 @@ def test_a_failed_steps_tensors_are_gone_before_its_memory_is_given_back(chained
   stub = types.SimpleNamespace(
       _give_back_after_failure=lambda: seen.append([ref() is None for ref in alive]))
   ran = []
-  with pytest.raises(judge_lib.StageFailure) as raised:
+  with pytest.raises(worker_handle.StageFailure) as raised:
     judge_lib.Judge._holding(stub, lambda: ran.append(1), _fails_holding(alive, chained),  # pylint: disable=protected-access
                              lambda: ran.append(3))
   assert ran == [1]  # the steps after the failure do not run
@@ -75,10 +78,10 @@ def test_a_traceback_kept_would_keep_them():
   alive = []
   try:
     _fails_holding(alive, chained=True)()
-  except judge_lib.StageFailure as e:
+  except worker_handle.StageFailure as e:
     kept = e
   assert all(ref() is not None for ref in alive)
-  judge_lib.drop_tracebacks(kept)
+  judge_gpu.drop_tracebacks(kept)
   assert all(ref() is None for ref in alive)
 
 

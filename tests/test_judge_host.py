@@ -115,7 +115,7 @@ def _script(code: str, timeout: float = 120) -> str:
 def test_between_jobs_everything_adopted_is_killed_but_the_kept_processes():
   out = _script(
       "import os, subprocess, sys, time, psutil\n"
-      "from kernelzero_jax.sandbox import judge, judge_host\n"
+      "from kernelzero_jax.sandbox import judge, judge_host, worker_handle\n"
       "judge.become_subreaper()\n"
       "kept = subprocess.Popen(['sleep', '60'])\n"
       "other = subprocess.Popen(['sleep', '60'])\n"
@@ -125,8 +125,8 @@ def test_between_jobs_everything_adopted_is_killed_but_the_kept_processes():
       "time.sleep(0.2)\n"
       "orphans = [c.pid for c in psutil.Process().children() "
       "           if c.pid not in (kept.pid, other.pid)]\n"
-      "judge.KEPT_PIDS = frozenset({kept.pid})\n"
-      "judge._kill_descendants()\n"
+      "worker_handle.KEPT_PIDS = frozenset({kept.pid})\n"
+      "worker_handle.kill_descendants()\n"
       "time.sleep(0.2)\n"
       "judge_host._reap_adopted()\n"
       "alive = lambda pid: psutil.pid_exists(pid) and "
@@ -144,21 +144,21 @@ def test_a_worker_server_that_died_is_started_again_and_kept():
   out = _script(
       "import os, signal, time\n"
       "from multiprocessing import forkserver\n"
-      "from kernelzero_jax.sandbox import judge, judge_host\n"
+      "from kernelzero_jax.sandbox import judge, judge_host, worker_handle\n"
       "server = judge_host._WorkerServer('cpu')\n"
       "server.start()\n"
       "first = forkserver._forkserver._forkserver_pid\n"
-      "kept = set(judge.KEPT_PIDS)\n"
+      "kept = set(worker_handle.KEPT_PIDS)\n"
       "server.start()  # running: nothing to do\n"
-      "same = judge.KEPT_PIDS == kept\n"
+      "same = worker_handle.KEPT_PIDS == kept\n"
       "os.kill(first, signal.SIGKILL)\n"
       "time.sleep(0.5)\n"
       "server.start()\n"
       "second = forkserver._forkserver._forkserver_pid\n"
-      "judge._kill_descendants()\n"
+      "worker_handle.kill_descendants()\n"
       "time.sleep(0.5)\n"
-      "print(first in kept, same, second != first, second in judge.KEPT_PIDS, "
-      "len(judge.KEPT_PIDS), judge_host._running(second))\n")
+      "print(first in kept, same, second != first, second in worker_handle.KEPT_PIDS, "
+      "len(worker_handle.KEPT_PIDS), judge_host._running(second))\n")
   assert out.split() == ["True", "True", "True", "True", "2", "True"], out
 
 
@@ -206,7 +206,7 @@ def test_a_forked_worker_server_that_died_is_started_again_as_a_fresh_interprete
   out = _script(
       "import os, signal, time, psutil\n"
       "from multiprocessing import forkserver\n"
-      "from kernelzero_jax.sandbox import judge, judge_host\n"
+      "from kernelzero_jax.sandbox import judge, judge_host, worker_handle\n"
       "server = judge_host._WorkerServer('cpu')\n"
       "server.start(fork=True)\n"
       "first, how = forkserver._forkserver._forkserver_pid, server.how\n"
@@ -214,7 +214,7 @@ def test_a_forked_worker_server_that_died_is_started_again_as_a_fresh_interprete
       "time.sleep(0.5)\n"
       "server.start()\n"
       "second = forkserver._forkserver._forkserver_pid\n"
-      "print(how, server.how, second != first, second in judge.KEPT_PIDS,\n"
+      "print(how, server.how, second != first, second in worker_handle.KEPT_PIDS,\n"
       "      'forkserver' in ' '.join(psutil.Process(second).cmdline()))\n")
   assert out.split() == ["fork", "spawn", "True", "True", "True"], out
 
@@ -236,13 +236,13 @@ def test_an_unreachable_worker_server_leaves_spawned_workers(tmp_path):
   # spawned instead, and runs.
   out = _script(
       "from multiprocessing import forkserver\n"
-      "from kernelzero_jax.sandbox import judge\n"
+      "from kernelzero_jax.sandbox import worker_handle\n"
       "def refuse(fds):\n"
       "  raise ConnectionRefusedError('no server today')\n"
       "forkserver.connect_to_new_process = refuse\n"
-      "judge.WORKER_START = 'forkserver'\n"
-      f"handle = judge.WorkerHandle({{'workdir': {str(tmp_path)!r}}}, 4.0, "
-      "target=judge._describe_exit)\n"
+      "worker_handle.WORKER_START = 'forkserver'\n"
+      f"handle = worker_handle.WorkerHandle({{'workdir': {str(tmp_path)!r}}}, 4.0, "
+      "target=worker_handle._describe_exit)\n"
       "handle.proc.join(60)\n"
       "print(handle.proc.exitcode, type(handle.proc._popen).__module__)\n")
   # _describe_exit(conn, spec, fds) takes one argument: the spawned worker exits with 1

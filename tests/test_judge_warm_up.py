@@ -1,4 +1,4 @@
-"""A GPU judge loads what its first reference check needs when it starts (judge.warm_up_device,
+"""A GPU judge loads what its first reference check needs when it starts (judge_gpu.warm_up_device,
 SandboxConfig.judge_warm_up), outside the GPU hold: it must run the check's own helpers, on so
 few elements that another judge's timing cannot see it. Its effect on the first check's time is
 measured on a GPU (benchmarks/first_run.py, warm-up `judge`)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import judge_gpu
 from kernelzero_jax.sandbox import problem
 
 
@@ -27,6 +27,6 @@ def test_the_warm_up_runs_a_checks_helpers_on_a_few_elements(monkeypatch):
   monkeypatch.setattr(problem, "make_inputs", recorded("make_inputs", make_inputs))
   monkeypatch.setattr(problem, "inputs_unchanged", recorded("inputs_unchanged", inputs_unchanged))
   monkeypatch.setattr(torch, "mm", recorded("mm", mm))
-  judge_lib.warm_up_device(torch, problem, torch.device("cpu"))
+  judge_gpu.warm_up_device(torch, problem, torch.device("cpu"))
   assert [name for name, _ in calls] == ["make_inputs", "mm", "inputs_unchanged"]
   assert all(0 < n <= 256 for _, n in calls)

@@ -19,9 +19,12 @@ import pytest
 from test_sandbox_faults import CONFIG
 from test_sandbox_reference_reuse import judge_on_the_cpu
 from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import judge_reference
+from kernelzero_jax.sandbox import judge_worker
 from kernelzero_jax.sandbox import timing
+from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.go_gate import GoGate
-from kernelzero_jax.sandbox.judge import gpu_slots
+from kernelzero_jax.sandbox.gpu_budget import gpu_slots
 
 # What the judge's timing sees of the reference and, from the worker, of the candidate.
 REFERENCE_TIMED = {"median_ms": 2.0, "trials": 10, "after_forward_ms": 0.25}
@@ -29,7 +32,7 @@ REFERENCE_TIMED = {"median_ms": 2.0, "trials": 10, "after_forward_ms": 0.25}
 
 class _Worker:
   """The judge's end of a pipe (for the go) and a worker's answer to the timing request."""
-  start_method = "fork"  # as judge.WorkerHandle records it
+  start_method = "fork"  # as worker_handle.WorkerHandle records it
   pid = None
 
   def __init__(self):
@@ -81,7 +84,7 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   assert "reference_checks" in v.evidence["gpu_seconds"]
   assert v.degenerate == [] and judge.reference_checked
   # The checks' findings are shared now; the time only after the candidate's audits.
-  assert judge_lib.read_facts(facts_path) == {"degenerate": []}
+  assert judge_reference.read_facts(facts_path) == {"degenerate": []}
   assert not judge._reference_unmeasured()  # pylint: disable=protected-access
   # Later, nothing is measured again, and nothing is called reused.
   judge._degenerate_facts([1, 2])  # pylint: disable=protected-access
@@ -89,7 +92,7 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   assert timed == [1] and v.candidate_ms == 1.0 and "reference_reused" not in v.evidence
   assert v.evidence["timing_trials"] == {"reference": 10, "candidate": 12}
   assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
-  assert judge_lib.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
+  assert judge_reference.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
                                                "compile_ms": None, "reference_trials": 10}
 
 
@@ -126,14 +129,14 @@ def test_a_busy_gpu_leaves_the_measuring_for_later_and_still_lets_the_worker_go(
   assert judge.worker.go_sent()
   assert v.evidence["reference_first"]["held"] is False and "gpu_holds" not in v.evidence
   assert timed == [] and not judge.reference_checked
-  assert judge_lib.read_facts(facts_path) == {}
+  assert judge_reference.read_facts(facts_path) == {}
   judge._timing(0)  # pylint: disable=protected-access
   assert timed == [1] and v.reference_ms == 2.0  # measured after, as before
 
 
 def test_a_second_construction_still_running_leaves_the_measuring_for_later(make_judge,
                                                                             monkeypatch):
-  monkeypatch.setattr(judge_lib, "REFERENCE_FIRST_WAIT_S", 0.05)
+  monkeypatch.setattr(judge_reference, "REFERENCE_FIRST_WAIT_S", 0.05)
   judge, timed, _ = make_judge()
   release = threading.Event()
   judge._second_reference_thread = threading.Thread(target=release.wait, daemon=True)
@@ -150,7 +153,7 @@ def test_a_second_construction_still_running_leaves_the_measuring_for_later(make
 def test_a_slow_first_construction_puts_the_second_after_the_timing(make_judge, monkeypatch):
   judge, _, _ = make_judge()
   after = judge._second_reference_after  # pylint: disable=protected-access
-  assert after(judge_lib.SECOND_REFERENCE_AFTER_S) and not after(0.01)
+  assert after(judge_reference.SECOND_REFERENCE_AFTER_S) and not after(0.01)
   judge.prebuilder = object()  # a CUDA worker's go waits for seconds of build anyway
   assert not after(10.0)
   judge, _, _ = make_judge(facts={"reference_ms": 4.0, "compile_ms": None, "reference_trials": 7})
@@ -172,13 +175,13 @@ def test_with_the_second_construction_after_it_the_timing_first_leaves_the_check
   assert timed == [1] and judge.worker.go_sent() and v.evidence["reference_first"]["timed"]
   assert "under the candidate's hold" in v.evidence["reference_first"]["checks"]
   assert not judge.reference_checked and "reference_checks" not in v.evidence["gpu_seconds"]
-  assert judge_lib.read_facts(facts_path) == {}
+  assert judge_reference.read_facts(facts_path) == {}
   judge._start_second_reference()  # pylint: disable=protected-access
   judge._second_reference_thread.join(60)  # pylint: disable=protected-access
   assert judge.second_reference is not None
   judge._degenerate_facts(judge._check_seeds(0))  # under the candidate's hold, as they were
   assert judge.reference_checked and v.degenerate == []
-  assert judge_lib.read_facts(facts_path) == {"degenerate": []}
+  assert judge_reference.read_facts(facts_path) == {"degenerate": []}
 
 
 def test_known_facts_need_no_measuring_first(make_judge):
@@ -271,7 +274,7 @@ def test_the_go_gate_opens_once_and_never_while_the_reference_is_timed():
 
 
 def test_a_triton_worker_gets_its_go_by_the_deadline_from_a_slow_judge(monkeypatch):
-  monkeypatch.setattr(judge_lib, "TRITON_GO_DEADLINE_S", 0.05)
+  monkeypatch.setattr(judge_worker, "TRITON_GO_DEADLINE_S", 0.05)
   workers = []
 
   class Recorded(_Worker):
@@ -283,7 +286,7 @@ def test_a_triton_worker_gets_its_go_by_the_deadline_from_a_slow_judge(monkeypat
 
     def kill(self):
       pass
-  monkeypatch.setattr(judge_lib, "WorkerHandle", Recorded)
+  monkeypatch.setattr(judge_worker, "WorkerHandle", Recorded)
   config = dataclasses.replace(CONFIG, device="cuda", triton_precompile=False, triton_seed=False)
   judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
                            "candidate_source": "", "reference_source": ""})
@@ -340,7 +343,7 @@ def test_a_timing_within_the_fence_does_not_take_it_again(make_judge):
 
 def test_a_judge_whose_weights_stay_off_the_gpu_measures_the_reference_in_its_one_hold(
     make_judge):
-  """(judge.weights_kept_fit): its reference is uploaded under the candidate's hold, so there
+  """(gpu_budget.weights_kept_fit): its reference is uploaded under the candidate's hold, so there
   is none to measure before; the worker still gets its go, and the upload comes as that hold's
   first step."""
   judge, timed, facts_path = make_judge()
@@ -351,7 +354,7 @@ def test_a_judge_whose_weights_stay_off_the_gpu_measures_the_reference_in_its_on
   assert judge.worker.go_sent()
   assert v.evidence["reference_first"]["held"] is False and "gpu_holds" not in v.evidence
   assert "skipped" in v.evidence["reference_first"]
-  assert timed == [] and judge_lib.read_facts(facts_path) == {}
+  assert timed == [] and judge_reference.read_facts(facts_path) == {}
   judge._upload_reference()  # pylint: disable=protected-access
   uploaded = dict(v.evidence["gpu_seconds"])
   assert list(uploaded) == ["reference_upload"]
@@ -363,7 +366,7 @@ def test_a_judge_whose_weights_stay_off_the_gpu_measures_the_reference_in_its_on
 def _look_in_a_thread(judge, take, monkeypatch):
   """Starts the judge's look at a kept worker (_take_worker) in a thread, as _start_worker does
   where a worker was kept, with `take` in place of take_kept_worker."""
-  monkeypatch.setattr(judge_lib, "take_kept_worker", take)
+  monkeypatch.setattr(worker_handle, "take_kept_worker", take)
   judge.worker, judge.worker_key = None, "kept worker's key"
   judge._looking = True  # pylint: disable=protected-access
   judge._looking_thread = threading.Thread(  # pylint: disable=protected-access
@@ -408,7 +411,7 @@ def test_a_kept_workers_look_that_fails_fails_where_the_judge_waits_for_its_work
 @pytest.mark.parametrize("prebuilding", [True, False])
 def test_the_second_construction_is_awaited_while_a_prebuilder_holds_the_go(
     make_judge, monkeypatch, prebuilding):
-  monkeypatch.setattr(judge_lib, "REFERENCE_FIRST_WAIT_S", 0.05)
+  monkeypatch.setattr(judge_reference, "REFERENCE_FIRST_WAIT_S", 0.05)
   judge, timed, _ = make_judge()
   built, handed_over = threading.Event(), threading.Event()
   judge._second_reference_thread = threading.Thread(  # pylint: disable=protected-access

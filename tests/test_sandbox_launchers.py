@@ -370,7 +370,8 @@ def test_steps_after_the_build_are_named_and_cover_the_checks(both):
 
 def test_startup_seconds_drop_what_a_candidate_could_forge():
   """The worker reports its steps after the candidate ran: only finite numbers are kept."""
-  from kernelzero_jax.sandbox.judge import startup_seconds  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge_worker import startup_seconds
   built = {"entered_at": 10.5, "seconds": float("nan"),
            "startup_seconds": {"setup": 0.25, "imports": "fast", "device": True,
                                "guard": float("inf"), "x" * 100: 1.0}}

@@ -79,7 +79,7 @@ class _TimingWorker:
 
 def test_shared_facts_keep_the_first_measurement_of_each_fact(tmp_path):
   # pylint: disable-next=import-outside-toplevel
-  from kernelzero_jax.sandbox.judge import read_facts, share_facts
+  from kernelzero_jax.sandbox.judge_reference import read_facts, share_facts
   path = str(tmp_path / "facts.json")
   assert read_facts(path) == {}
   share_facts(path, {"degenerate": []})
@@ -108,9 +108,10 @@ def judge_on_the_cpu(config, facts_path: str, facts: dict | None = None):
   import shutil  # pylint: disable=import-outside-toplevel
   import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_reference  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
   if facts:
-    judge_lib.share_facts(facts_path, facts)
+    judge_reference.share_facts(facts_path, facts)
   judge = judge_lib.Judge({"backend": "triton", "config": config.to_dict(),
                            "facts_path": facts_path})
   shutil.rmtree(judge.workdir, ignore_errors=True)
@@ -129,7 +130,7 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   """The judge's timing stage with the GPU timer replaced: a known reference time, shared in
   the pool's facts file by then, is reused (and named); an unknown one (no file yet) is
   measured, reported as a fact and shared."""
-  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_reference  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
   measured, timers = [], []
   monkeypatch.setattr(timing, "Timer", timers.append)
@@ -145,9 +146,9 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   assert v.candidate_ms == 1.0
   if how == "shared, reuse off":
     assert measured == [1] and v.reference_ms == 2.0 and "reference_reused" not in v.evidence
-    assert judge_lib.read_facts(facts_path) == known  # neither read nor written
+    assert judge_reference.read_facts(facts_path) == known  # neither read nor written
     return
-  assert judge_lib.read_facts(facts_path) == v.reference_facts
+  assert judge_reference.read_facts(facts_path) == v.reference_facts
   if known:
     assert measured == [] and timers == [] and v.reference_ms == 4.0
     assert v.evidence["reference_reused"] == ["timing"]

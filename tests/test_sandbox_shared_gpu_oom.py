@@ -16,6 +16,7 @@ import torch
 
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import evaluate as evaluate_lib
+from kernelzero_jax.sandbox import gpu_budget
 from kernelzero_jax.sandbox import judge as judge_lib
 from kernelzero_jax.sandbox import problem
 from kernelzero_jax.sandbox import verdict as V
@@ -73,53 +74,53 @@ def test_output_bytes_is_unknown_when_meta_cannot_tell(model):
 
 
 def test_a_check_counts_three_input_sets_and_two_of_what_the_forward_makes():
-  assert judge_lib.check_bytes(6 * GiB, 6 * GiB) == 30 * GiB  # elementwise: 5 input sets
-  assert judge_lib.check_bytes(16 << 20, 4 * GiB) == 8 * GiB + (48 << 20)
-  assert judge_lib.check_bytes(8 * GiB, 8 << 10) == 24 * GiB + (16 << 10)  # a reduction
-  assert judge_lib.check_bytes(GiB) == 5 * GiB  # what it makes unknown: as much as it takes
+  assert gpu_budget.check_bytes(6 * GiB, 6 * GiB) == 30 * GiB  # elementwise: 5 input sets
+  assert gpu_budget.check_bytes(16 << 20, 4 * GiB) == 8 * GiB + (48 << 20)
+  assert gpu_budget.check_bytes(8 * GiB, 8 << 10) == 24 * GiB + (16 << 10)  # a reduction
+  assert gpu_budget.check_bytes(GiB) == 5 * GiB  # what it makes unknown: as much as it takes
 
 
 def test_checks_share_the_gpu_only_when_they_fit_at_once():
   # 80% of the GPU's memory for the checks together.
   gpu = 100 * GiB
-  assert judge_lib.checks_fit(20 * GiB, 4, gpu, judges=0)          # 80 GiB
-  assert not judge_lib.checks_fit(20 * GiB + 1, 4, gpu, judges=0)
-  assert judge_lib.checks_fit(80 * GiB, 1, gpu, judges=0)
-  assert not judge_lib.checks_fit(80 * GiB, 1, gpu)  # beside its own processes
-  elementwise = judge_lib.check_bytes(6 * GiB, 6 * GiB)  # level 1, 19_ReLU
+  assert gpu_budget.checks_fit(20 * GiB, 4, gpu, judges=0)          # 80 GiB
+  assert not gpu_budget.checks_fit(20 * GiB + 1, 4, gpu, judges=0)
+  assert gpu_budget.checks_fit(80 * GiB, 1, gpu, judges=0)
+  assert not gpu_budget.checks_fit(80 * GiB, 1, gpu)  # beside its own processes
+  elementwise = gpu_budget.check_bytes(6 * GiB, 6 * GiB)  # level 1, 19_ReLU
   # four at once ran out of an H200's memory
-  assert not judge_lib.checks_fit(elementwise, 4, 140 * GiB)
-  assert judge_lib.checks_fit(elementwise, 3, 140 * GiB)
+  assert not gpu_budget.checks_fit(elementwise, 4, 140 * GiB)
+  assert gpu_budget.checks_fit(elementwise, 3, 140 * GiB)
   # Every judge on the GPU holds its and its worker's CUDA contexts, whatever it is doing.
-  room = judge_lib.CHECK_MEMORY_SHARE * gpu - 10 * judge_lib.JUDGE_GPU_BYTES
-  assert judge_lib.checks_fit(int(room) // 4, 4, gpu, judges=10)
-  assert not judge_lib.checks_fit(int(room) // 4 + 1, 4, gpu, judges=10)
-  assert not judge_lib.checks_fit(elementwise, 3, 140 * GiB, judges=24)
+  room = gpu_budget.CHECK_MEMORY_SHARE * gpu - 10 * gpu_budget.JUDGE_GPU_BYTES
+  assert gpu_budget.checks_fit(int(room) // 4, 4, gpu, judges=10)
+  assert not gpu_budget.checks_fit(int(room) // 4 + 1, 4, gpu, judges=10)
+  assert not gpu_budget.checks_fit(elementwise, 3, 140 * GiB, judges=24)
 
 
 def test_a_check_too_large_to_share_with_all_holds_as_many_slots_as_its_memory_needs():
   # Each slot stands for a quarter of the room checks_fit counts (80% of the GPU, less every
   # judge's processes): 79.2 GiB of an H200-sized 140 GiB beside 24 judges, 19.8 GiB a slot.
   h200, judges = 140 * GiB, 24
-  width = lambda check, slots=4: judge_lib.check_width(check, slots, h200, judges)
-  assert width(judge_lib.check_bytes(GiB, GiB)) == 1  # 5 GiB a check
-  assert width(judge_lib.check_bytes(6 * GiB, 6 * GiB)) == 2  # the elementwise problems: 30 GiB
-  assert width(judge_lib.check_bytes(8 * GiB, 8 * GiB)) == 3  # level 1 problem 38: 40 GiB
-  assert width(judge_lib.check_bytes(8 * GiB, 8 << 10)) == 2  # level 1 problem 47: 24 GiB
-  assert width(judge_lib.check_bytes(16 << 20, 4 * GiB)) == 1  # level 1 problem 7: 8 GiB
+  width = lambda check, slots=4: gpu_budget.check_width(check, slots, h200, judges)
+  assert width(gpu_budget.check_bytes(GiB, GiB)) == 1  # 5 GiB a check
+  assert width(gpu_budget.check_bytes(6 * GiB, 6 * GiB)) == 2  # the elementwise problems: 30 GiB
+  assert width(gpu_budget.check_bytes(8 * GiB, 8 * GiB)) == 3  # level 1 problem 38: 40 GiB
+  assert width(gpu_budget.check_bytes(8 * GiB, 8 << 10)) == 2  # level 1 problem 47: 24 GiB
+  assert width(gpu_budget.check_bytes(16 << 20, 4 * GiB)) == 1  # level 1 problem 7: 8 GiB
   assert width(60 * GiB) == 4  # > 3 slots: alone
   assert width(500 * GiB) == 4
-  assert judge_lib.check_width(1, 4, 10 * judge_lib.JUDGE_GPU_BYTES, judges=20) == 4  # no room
+  assert gpu_budget.check_width(1, 4, 10 * gpu_budget.JUDGE_GPU_BYTES, judges=20) == 4  # no room
   assert width(30 * GiB, slots=1) == 1  # the one slot: the GPU alone
   # One slot exactly when checks_fit says `slots` of them fit; otherwise the fewest slots whose
   # share of the room holds one check, or all of them.
-  room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
+  room = gpu_budget.CHECK_MEMORY_SHARE * h200 - judges * gpu_budget.JUDGE_GPU_BYTES
   for check in range(0, 200 * GiB, 5 * GiB // 3):
     for slots in (1, 2, 3, 4, 8):
       w = width(check, slots)
       assert 1 <= w <= slots
       if slots > 1:  # (one slot: every check holds the GPU alone)
-        assert (w == 1) == judge_lib.checks_fit(check, slots, h200, judges)
+        assert (w == 1) == gpu_budget.checks_fit(check, slots, h200, judges)
       if w > 1:
         assert check > (w - 1) * room / slots
       if w < slots:
@@ -130,23 +131,23 @@ def test_a_judge_keeps_its_memory_between_holds_only_when_every_judge_could():
   # Beside 4 slots' checks, each of the 24 judges of a pool on an H200-sized GPU keeping one
   # check's memory outside the slots: 28 checks in 79.2 GiB, 2.83 GiB a check.
   h200, judges = 140 * GiB, 24
-  room = judge_lib.CHECK_MEMORY_SHARE * h200 - judges * judge_lib.JUDGE_GPU_BYTES
+  room = gpu_budget.CHECK_MEMORY_SHARE * h200 - judges * gpu_budget.JUDGE_GPU_BYTES
   largest = int(room // (4 + judges))
   assert 2.8 * GiB < largest < 2.9 * GiB
-  assert judge_lib.memory_kept_fits(largest, 4, h200, judges)
-  assert not judge_lib.memory_kept_fits(largest + 1, 4, h200, judges)
-  kept = lambda inputs, outputs: judge_lib.memory_kept_fits(
-      judge_lib.check_bytes(inputs, outputs), 4, h200, judges)
+  assert gpu_budget.memory_kept_fits(largest, 4, h200, judges)
+  assert not gpu_budget.memory_kept_fits(largest + 1, 4, h200, judges)
+  kept = lambda inputs, outputs: gpu_budget.memory_kept_fits(
+      gpu_budget.check_bytes(inputs, outputs), 4, h200, judges)
   # KernelBench's level-2 GEMMs (32 MiB in, 8 MiB out) keep theirs; the 6 GiB elementwise
   # problems do not, nor a 16 MiB matmul input that makes 4 GiB (level 1 problem 7), nor a check
   # of one slot's share, which fits beside the other slots alone.
   assert kept(32 << 20, 8 << 20)
   assert not kept(6 * GiB, 6 * GiB)
   assert not kept(16 << 20, 4 * GiB)
-  assert judge_lib.check_width(judge_lib.check_bytes(GiB, GiB), 4, h200, judges) == 1
+  assert gpu_budget.check_width(gpu_budget.check_bytes(GiB, GiB), 4, h200, judges) == 1
   assert not kept(GiB, GiB)
   # Fewer judges leave each more.
-  assert judge_lib.memory_kept_fits(judge_lib.check_bytes(GiB, GiB), 4, h200, judges=4)
+  assert gpu_budget.memory_kept_fits(gpu_budget.check_bytes(GiB, GiB), 4, h200, judges=4)
 
 
 SHARED = SandboxConfig(device="cuda", gpu_concurrency=4)
@@ -351,14 +352,14 @@ def test_weights_count_each_storage_once_on_the_meta_device():
 def test_weights_stay_on_the_gpu_between_holds_only_when_every_judge_could_keep_them():
   gpu = 140 * GiB
   # level-2 problem 59: a 32768 x 32768 Linear, 4 GiB, twice per judge (reference and candidate)
-  assert not judge_lib.weights_kept_fit(4 * GiB, gpu, judges=24)
-  assert judge_lib.weights_kept_fit(4 * GiB, gpu, judges=1)  # a candidate alone
-  assert not judge_lib.weights_kept_fit(1 * GiB, gpu, judges=24)  # problems 66 and 68
-  assert judge_lib.weights_kept_fit(256 << 20, gpu, judges=24)  # 8192 x 8192 GEMMs
+  assert not gpu_budget.weights_kept_fit(4 * GiB, gpu, judges=24)
+  assert gpu_budget.weights_kept_fit(4 * GiB, gpu, judges=1)  # a candidate alone
+  assert not gpu_budget.weights_kept_fit(1 * GiB, gpu, judges=24)  # problems 66 and 68
+  assert gpu_budget.weights_kept_fit(256 << 20, gpu, judges=24)  # 8192 x 8192 GEMMs
   # exactly at the bound: 24 judges x 2 x W = 10% of the GPU
-  bound = int(judge_lib.WEIGHTS_KEPT_SHARE * gpu) // 48
-  assert judge_lib.weights_kept_fit(bound, gpu, judges=24)
-  assert not judge_lib.weights_kept_fit(bound + 1, gpu, judges=24)
+  bound = int(gpu_budget.WEIGHTS_KEPT_SHARE * gpu) // 48
+  assert gpu_budget.weights_kept_fit(bound, gpu, judges=24)
+  assert not gpu_budget.weights_kept_fit(bound + 1, gpu, judges=24)
 
 
 LINEAR = ("import torch\nclass Model(torch.nn.Module):\n  def __init__(self, n):\n"
@@ -391,15 +392,15 @@ def test_judges_of_large_weights_take_the_hosts_memory_a_few_at_a_time(monkeypat
   host, 1, and the second judge then waits (here: finds none free)."""
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-  with judge_lib.host_memory_hold(4 * GiB, 128 * GiB) as slots:
+  with gpu_budget.host_memory_hold(4 * GiB, 128 * GiB) as slots:
     assert slots == 5
-  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB) as slots:
+  with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB) as slots:
     assert slots == 1
-    with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as second:
+    with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as second:
       assert second == 0
-  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as again:
+  with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as again:
     assert again == 1  # given back when the first one ended
-  with judge_lib.host_memory_hold(4 * GiB, 4 * GiB) as slots:
+  with gpu_budget.host_memory_hold(4 * GiB, 4 * GiB) as slots:
     assert slots == 1  # never none
 
 
@@ -416,8 +417,8 @@ def test_a_judge_of_large_weights_holds_a_host_memory_slot_until_it_lets_go(monk
   judge_lib.Judge._take_host_memory(large)  # pylint: disable=protected-access
   assert large.verdict.evidence["weights_apart"]["host_slots"] == 1
   assert large.verdict.evidence["weights_apart"]["host_wait_s"] >= 0
-  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
+  with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
     assert other == 0  # the one slot is this judge's
   large._host_memory.close()  # pylint: disable=protected-access
-  with judge_lib.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
+  with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
     assert other == 1

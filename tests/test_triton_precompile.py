@@ -21,8 +21,10 @@ import time
 import pytest
 
 from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import judge_worker
 from kernelzero_jax.sandbox import triton_precompile
 from kernelzero_jax.sandbox import worker as worker_lib
+from kernelzero_jax.sandbox import worker_handle
 
 REFERENCE = textwrap.dedent("""
     import torch
@@ -95,7 +97,7 @@ def _spec(workdir: str, candidate: str, capability: int | None = 90) -> dict:
 
 def _precompile(candidate: str, timeout_s: float = 240.0, capability: int | None = 90):
   workdir = tempfile.mkdtemp(prefix="kz_precompile_test_")
-  handle = judge_lib.WorkerHandle(_spec(workdir, candidate, capability), 8.0)
+  handle = worker_handle.WorkerHandle(_spec(workdir, candidate, capability), 8.0)
   try:
     return handle.wait(timeout_s, "precompile"), workdir
   finally:
@@ -183,7 +185,7 @@ def _await_beside_a_worker(candidate: str) -> judge_lib.Judge:
   worker = subprocess.Popen(["sleep", "300"])  # pylint: disable=consider-using-with
   try:
     judge.worker_started = time.perf_counter()
-    judge.precompiler = judge_lib.WorkerHandle(_spec(judge.workdir, candidate), 8.0,
+    judge.precompiler = worker_handle.WorkerHandle(_spec(judge.workdir, candidate), 8.0,
                                                kill_descendants=False)
     judge._await_precompile()  # pylint: disable=protected-access
     assert not judge.precompiler.proc.is_alive()
@@ -264,9 +266,9 @@ def test_a_precompiler_that_dies_is_reported_with_its_own_stderr():
                            "sys.stderr.write('precompiler-marker\\n'); sys.stderr.flush()\n"
                            "os._exit(3)\n", 1)
   workdir = tempfile.mkdtemp(prefix="kz_precompile_test_")
-  handle = judge_lib.WorkerHandle(_spec(workdir, dies), 8.0, kill_descendants=False)
+  handle = worker_handle.WorkerHandle(_spec(workdir, dies), 8.0, kill_descendants=False)
   try:
-    with pytest.raises(judge_lib.StageFailure, match="exit code 3.*precompiler-marker"):
+    with pytest.raises(worker_handle.StageFailure, match="exit code 3.*precompiler-marker"):
       handle.wait(240.0, "precompile")
   finally:
     handle.kill()
@@ -348,9 +350,9 @@ def test_judges_read_the_gpus_capability_once_and_hand_it_to_their_builders(monk
   # builders take the capability from their spec.
   calls = []
   monkeypatch.setattr(triton_precompile, "nvml_capability", lambda: calls.append(1) or 90)
-  judge_lib.gpu_capability.cache_clear()
+  judge_worker.gpu_capability.cache_clear()
   try:
-    assert judge_lib.gpu_capability() == 90 and judge_lib.gpu_capability() == 90
+    assert judge_worker.gpu_capability() == 90 and judge_worker.gpu_capability() == 90
   finally:
-    judge_lib.gpu_capability.cache_clear()  # not this test's NVML for later ones
+    judge_worker.gpu_capability.cache_clear()  # not this test's NVML for later ones
   assert calls == [1]

@@ -1,4 +1,5 @@
-"""The judge's wait for a worker (judge.WorkerHandle.wait), with real processes on the CPU."""
+"""The judge's wait for a worker (worker_handle.WorkerHandle.wait), with real processes on the
+CPU."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import pytest
 
 from kernelzero_jax.sandbox import channel
-from kernelzero_jax.sandbox import judge as judge_lib
+from kernelzero_jax.sandbox import worker_handle
 
 
 def _answer_and_exit(conn, spec, inherited_fds):
@@ -37,7 +38,7 @@ class _PollLate:
 
 
 def test_a_reply_sent_just_before_the_worker_exits_is_read(tmp_path):
-  handle = judge_lib.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_and_exit)
+  handle = worker_handle.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_and_exit)
   handle.proc.join(30)  # answered and gone before the judge looks
   assert handle.proc.exitcode == 0
   handle.conn = _PollLate(handle.conn)
@@ -65,7 +66,7 @@ class _AliveAtFirstLook:
 
 def test_a_worker_seen_alive_is_not_called_dead_when_it_answers_and_exits_in_that_round(
     tmp_path):
-  handle = judge_lib.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_and_exit)
+  handle = worker_handle.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_and_exit)
   handle.proc.join(30)
   handle.conn = _PollLate(handle.conn)
   handle.proc = _AliveAtFirstLook(handle.proc)
@@ -73,10 +74,10 @@ def test_a_worker_seen_alive_is_not_called_dead_when_it_answers_and_exits_in_tha
 
 
 def test_a_worker_that_exits_without_a_reply_died(tmp_path):
-  handle = judge_lib.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_exit_silently)
+  handle = worker_handle.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_exit_silently)
   handle.proc.join(30)
   handle.conn = _PollLate(handle.conn)
-  with pytest.raises(judge_lib.StageFailure, match=r"prebuild: worker died \(exit code 0\)"):
+  with pytest.raises(worker_handle.StageFailure, match=r"prebuild: worker died \(exit code 0\)"):
     handle.wait(10, "prebuild")
 
 

@@ -84,22 +84,22 @@ def test_a_kept_worker_is_stopped_between_jobs_and_only_serves_its_own_kind():
   # In a process of its own: a judge that serves several jobs, run here in-process.
   out = _script(
       "import dataclasses, json, psutil\n"
-      "from kernelzero_jax.sandbox import judge\n"
+      "from kernelzero_jax.sandbox import judge, worker_handle\n"
       "from tests import test_worker_reuse as t\n"
-      "judge.KEEP_WORKERS = True\n"
-      "judge.WORKER_START = 'fork'\n"
+      "worker_handle.KEEP_WORKERS = True\n"
+      "worker_handle.WORKER_START = 'fork'\n"
       "config = dataclasses.asdict(t.CONFIG)\n"
       "job = {'reference_source': t.REFERENCE, 'candidate_source': t.HONEST,\n"
       "       'backend': 'triton', 'config': config}\n"
       "first = judge.run_job(job)\n"
-      "kept = judge.PARKED['handle'].proc.pid\n"
+      "kept = worker_handle.PARKED['handle'].proc.pid\n"
       "status = psutil.Process(kept).status()\n"
       "other = dict(job, config=dict(config, memory_limit_gb=15.0))\n"
       "second = judge.run_job(other)\n"
       "print(json.dumps([first.status, status, psutil.pid_exists(kept) and \n"
       "                  psutil.Process(kept).status() != psutil.STATUS_ZOMBIE,\n"
       "                  second.status, second.evidence['worker_reuse']]))\n"
-      "judge.end_kept_worker()\n")
+      "worker_handle.end_kept_worker()\n")
   import json  # pylint: disable=import-outside-toplevel
   first, status, alive, second, reuse = json.loads(out.strip().splitlines()[-1])
   assert (first, second) == ("correct", "correct")
@@ -196,10 +196,10 @@ def test_a_judge_that_fails_beside_a_kept_worker_judges_its_candidate_again():
   # worker served: the candidate is judged again with a new worker, and that verdict stands.
   out = _script(
       "import dataclasses, json\n"
-      "from kernelzero_jax.sandbox import judge\n"
+      "from kernelzero_jax.sandbox import judge, worker_handle\n"
       "from tests import test_worker_reuse as t\n"
-      "judge.KEEP_WORKERS = True\n"
-      "judge.WORKER_START = 'fork'\n"
+      "worker_handle.KEEP_WORKERS = True\n"
+      "worker_handle.WORKER_START = 'fork'\n"
       "checks = judge.Judge._checks\n"
       "def failing(self, base):\n"
       "  if self.worker_serves > 1:\n"
@@ -211,7 +211,7 @@ def test_a_judge_that_fails_beside_a_kept_worker_judges_its_candidate_again():
       "first, second = judge.run_job(job), judge.run_job(job)\n"
       "print(json.dumps([first.status, second.status, second.evidence['worker_start'],\n"
       "                  second.evidence['judged_again']]))\n"
-      "judge.end_kept_worker()\n")
+      "worker_handle.end_kept_worker()\n")
   import json  # pylint: disable=import-outside-toplevel
   first, second, start, again = json.loads(out.strip().splitlines()[-1])
   assert (first, second, start) == ("correct", "correct", "fork")
@@ -229,17 +229,17 @@ def test_a_worker_whose_gpu_memory_does_not_come_back_is_not_kept(left_mib, star
   # parked, it would hold that memory where no check's budget counts it.
   out = _script(
       "import dataclasses, json\n"
-      "from kernelzero_jax.sandbox import judge, worker\n"
+      "from kernelzero_jax.sandbox import judge, worker, worker_handle\n"
       "from tests import test_worker_reuse as t\n"
-      "judge.KEEP_WORKERS = True\n"
-      "judge.WORKER_START = 'fork'\n"
+      "worker_handle.KEEP_WORKERS = True\n"
+      "worker_handle.WORKER_START = 'fork'\n"
       f"worker._Worker.release = lambda self: {{'ok': True, 'allocated_bytes': {left_mib} << 20}}\n"
       "job = {'reference_source': t.REFERENCE, 'candidate_source': t.HONEST,\n"
       "       'backend': 'triton', 'config': dataclasses.asdict(t.CONFIG)}\n"
       "verdicts = [judge.run_job(job) for _ in range(3)]\n"
       "print(json.dumps([[v.status, v.evidence['worker_start'],\n"
       "                   v.evidence.get('worker_drop_left_bytes')] for v in verdicts]))\n"
-      "judge.end_kept_worker()\n")
+      "worker_handle.end_kept_worker()\n")
   import json  # pylint: disable=import-outside-toplevel
   verdicts = json.loads(out.strip().splitlines()[-1])
   assert [v[0] for v in verdicts] == ["correct"] * 3

@@ -54,20 +54,20 @@ class SandboxConfig:
   # GPU judges whose untimed checks may run at once on one GPU (timing always has it alone).
   # 1: every judge has the GPU to itself from its first check to its last. More is for small
   # problems: the checks' memory adds up, so a problem whose inputs would not fit that many
-  # times holds as many slots as its checks need (judge.check_width; all of them: checked
+  # times holds as many slots as its checks need (gpu_budget.check_width; all of them: checked
   # alone), and a candidate that runs out of GPU memory while sharing is judged again alone
   # (evaluate.shared_gpu_oom).
   gpu_concurrency: int = 1
   # With gpu_concurrency > 1: checks of a problem too large for one slot hold as many as they
-  # need (judge.check_width) instead of the whole GPU, so that they still share it.
+  # need (gpu_budget.check_width) instead of the whole GPU, so that they still share it.
   wide_checks: bool = True
   # With gpu_concurrency > 1: a judge whose problem is small enough for every judge on the GPU
-  # to keep a check's memory outside the slots (judge.memory_kept_fits) keeps its memory from
+  # to keep a check's memory outside the slots (gpu_budget.memory_kept_fits) keeps its memory from
   # its checks to its timing and on, instead of freeing it (in itself and its worker) before
   # each hold ends.
   keep_memory_between_holds: bool = True
   # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
-  # when they start (judge.warm_up_device), instead of under the GPU hold.
+  # when they start (judge_gpu.warm_up_device), instead of under the GPU hold.
   judge_warm_up: bool = True
   # CPU niceness of the processes that only build (the CUDA prebuilder, the Triton precompiler):
   # a timing's interval ends after a synchronize, so it holds the host's wake-up, and on an H200

@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import channel
-from kernelzero_jax.sandbox import judge
+from kernelzero_jax.sandbox import worker_handle
 
 # The longest a judge waits for its prebuilder. A lite build takes seconds; a longer wait would
 # only delay a candidate whose build (or import) takes this long in its worker too. The worker's
@@ -103,13 +103,13 @@ def clear_for_worker(workdir: str, built: bool) -> int:
 
 def hand_over(prebuilder, worker, workdir: str, wait_s: float,
               before_go: Callable[[], Any] | None = None) -> dict[str, Any]:
-  """Waits up to `wait_s` for the prebuilder (a judge.WorkerHandle) and kills it
-  (judge.finish_side_worker), readies the directory and tells the worker (another WorkerHandle,
-  waiting) to go, once `before_go` returns (the judge timing the reference meanwhile). Returns
-  the evidence: the reply's summary, the wait and the batons removed. Whatever happened to the
+  """Waits up to `wait_s` for the prebuilder (a worker_handle.WorkerHandle) and kills it
+  (worker_handle.finish_side_worker), readies the directory and tells the worker (another
+  WorkerHandle, waiting) to go, once `before_go` returns (the judge timing the reference
+  meanwhile). Returns the evidence: the reply's summary, the wait and the batons removed. Whatever happened to the
   prebuilder, the worker builds as it would have without one."""
-  summary = {"ok": False, **judge.finish_side_worker(prebuilder, wait_s, "prebuild", sanitize,
-                                                     REPLY_LIMITS["error_chars"])}
+  summary = {"ok": False, **worker_handle.finish_side_worker(
+      prebuilder, wait_s, "prebuild", sanitize, REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
   skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
   if before_go is not None:

@@ -327,10 +327,10 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
   on it. `facts_path` is a file that judges of the same reference, config and GPU share
-  (judge.share_facts; SandboxPool.facts_path): the judge reads what is there when it needs a
-  fact about the reference, instead of measuring it again, and adds what it measured.
+  (judge_reference.share_facts; SandboxPool.facts_path): the judge reads what is there when it
+  needs a fact about the reference, instead of measuring it again, and adds what it measured.
   `judges_on_gpu`: how many judges may run on its GPU at once (their processes' memory is not
-  there for checks to share: judge.check_width); `judges_at_once`: on this machine (with
+  there for checks to share: gpu_budget.check_width); `judges_at_once`: on this machine (with
   others, the processes that only build run niced: SandboxConfig.build_nice)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:

@@ -4,7 +4,7 @@ Other processes' driver work stretches a timed interval: on an H200, the sandbox
 0.29 ms forward measured 5.3 ms at the median beside processes creating CUDA contexts
 (benchmarks/hold_interference.py), and in a batch of 258 CUDA candidates all 16 timings more than
 5% off their copies' median ran beside another judge's start-up (benchmarks/gpu_steps.py). GPU
-holds (judge.gpu_slots) do not cover start-ups: a judge and its worker create their CUDA
+holds (gpu_budget.gpu_slots) do not cover start-ups: a judge and its worker create their CUDA
 contexts, upload models and warm up before they take the GPU.
 
 So start-ups take this fence shared, and a timing takes it alone (SandboxConfig.startup_fence).
@@ -20,7 +20,8 @@ that comes next wait for all of them: 10 s per timing at the median in a batch o
 judges. Start-ups in a context that exists (a judge's upload and warm-up) take no slot: they are
 short, and waiting behind context creations cost them 7-10 s each in that batch.
 
-No deadlock with the GPU's slots (judge.gpu_slots): a start-up holds nothing else while it waits.
+No deadlock with the GPU's slots (gpu_budget.gpu_slots): a start-up holds nothing else while it
+waits.
 A timing takes the fence before the slots where it can (Judge._evaluate: checks go on meanwhile).
 One that holds every slot already (a judge whose whole evaluation holds the GPU, or one that
 measures the reference first) must not wait for the fence, which a timing waiting for those slots

@@ -10,7 +10,7 @@ device, up to SandboxConfig.jobs_per_judge() jobs.
 What stays as it was: each candidate runs in a worker process of its own, started for it, which
 never shares a process with the reference or the comparison, and never with another candidate
 (unless SandboxConfig.candidates_per_worker, 8 on a GPU by default, lets this process keep a
-worker for its next job: judge.take_kept_worker, worker_state.py).
+worker for its next job: worker_handle.take_kept_worker, worker_state.py).
 What changes, and how isolation is kept:
 - After its first job this process holds a CUDA context and has read a caller's secret, so its
   workers can no longer be forked from it. Its first job's workers are forked before either (as
@@ -23,7 +23,7 @@ What changes, and how isolation is kept:
   its GPU memory is back, and the judge did not fail on its own. Anything else ends it: the next
   job gets a new judge process.
 - A forked first worker closes this process's descriptors to the warm server first thing
-  (judge.HOST_FDS): nothing a candidate runs can talk to it.
+  (worker_handle.HOST_FDS): nothing a candidate runs can talk to it.
 
 Protocol with the warm server, over a socket pair: this process answers {"done": 0} (one JSON
 line) when a job's verdict is written and it can take another; the server sends the next request
@@ -45,6 +45,7 @@ import time
 
 from kernelzero_jax.sandbox import forked_worker_server
 from kernelzero_jax.sandbox import judge
+from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox import zygote
 
 # How long a job's threads get to end after its verdict before this process stops serving.
@@ -110,7 +111,7 @@ def _reap_adopted() -> None:
   adopted), so that they do not stay as zombies while it serves on. Its workers' handles and
   the kept processes are left to multiprocessing."""
   import psutil  # pylint: disable=import-outside-toplevel
-  managed = {p.pid for p in multiprocessing.active_children()} | set(judge.KEPT_PIDS)
+  managed = {p.pid for p in multiprocessing.active_children()} | set(worker_handle.KEPT_PIDS)
   for child in psutil.Process().children():
     if child.pid not in managed:
       with contextlib.suppress(ChildProcessError, OSError):
@@ -129,7 +130,7 @@ class _WorkerServer:
   """multiprocessing's forkserver for this process's later workers: forked from this process
   before its first job (forked_worker_server.py), or, where that cannot be, started as a fresh
   interpreter after it; started again after any job that ended it (a worker can kill its
-  parent), so that the one running is always among the processes kept (judge.KEPT_PIDS), not
+  parent), so that the one running is always among the processes kept (worker_handle.KEPT_PIDS), not
   killed after every job."""
 
   def __init__(self, device: str):
@@ -163,7 +164,7 @@ class _WorkerServer:
     self.how = "fork" if forked is not None else "spawn"
     started = {p.pid for p in psutil.Process().children()} - before
     self.pids = frozenset({pid for pid in self.pids if _running(pid)} | started)
-    judge.KEPT_PIDS = self.pids
+    worker_handle.KEPT_PIDS = self.pids
 
 
 def _next_request(control: socket.socket) -> tuple[dict, int] | None:
@@ -180,7 +181,7 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   code of this process. (In a process the warm server forked: in its own session, holding no
   other descriptor of the server's.)"""
   judge.become_subreaper()
-  judge.HOST_FDS = (control.fileno(),)
+  worker_handle.HOST_FDS = (control.fileno(),)
   server = _WorkerServer(device)
   if max_jobs > 1 and os.environ.get("KZ_WORKER_SERVER_FORK", "1") != "0":
     # Now, while this process is what a worker server must be (forked_worker_server.py); a
@@ -194,7 +195,7 @@ def serve(request: dict, secret_fd: int, control: socket.socket, device: str,
   try:
     return _serve(request, secret_fd, control, device, max_jobs, server)
   finally:
-    judge.end_kept_worker()
+    worker_handle.end_kept_worker()
 
 
 def _serve(request: dict, secret_fd: int, control: socket.socket, device: str, max_jobs: int,
@@ -204,10 +205,10 @@ def _serve(request: dict, secret_fd: int, control: socket.socket, device: str, m
     jobs += 1
     # A job's worker may be kept for the next (SandboxConfig.candidates_per_worker), not after
     # the last.
-    judge.KEEP_WORKERS = jobs < max_jobs
+    worker_handle.KEEP_WORKERS = jobs < max_jobs
     # A job for another device gets a spawned worker (this process's triton mode is not its).
     same_device = zygote.job_facts(request["job_path"])[0] == device
-    judge.WORKER_START = ("spawn" if not same_device
+    worker_handle.WORKER_START = ("spawn" if not same_device
                           else "fork" if jobs == 1 else "forkserver")
     _redirect(request, secret_fd)
     judged = judge.judge_job_file(request["job_path"], request["result_path"], jobs)

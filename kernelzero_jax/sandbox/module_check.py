@@ -137,26 +137,28 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
   import shutil
   import tempfile
   import torch
-  from kernelzero_jax.sandbox import judge as judge_lib
+  from kernelzero_jax.sandbox import gpu_budget
+  from kernelzero_jax.sandbox import judge_gpu
   from kernelzero_jax.sandbox import problem
+  from kernelzero_jax.sandbox import worker_handle
   from kernelzero_jax.sandbox.config import SandboxConfig
   cfg = SandboxConfig.from_dict(job.get("config", {}))
   limits = ModuleLimits(**job.get("limits", {}))
   verdict = ModuleVerdict()
   workdir = tempfile.mkdtemp(prefix="kz_module_")
-  device = judge_lib.device_name(cfg, job.get("gpu_index", 0))
+  device = judge_gpu.device_name(cfg, job.get("gpu_index", 0))
   spec = {"workdir": workdir, "device": device, "module_source": job["module_source"],
           "init_seed": cfg.init_seed, "memory_limit_gb": cfg.memory_limit_gb,
           "gpu_memory_fraction": cfg.gpu_memory_fraction}
   handle = None
   gpu = contextlib.ExitStack()
   try:
-    handle = judge_lib.WorkerHandle(spec, cfg.memory_limit_gb, target=module_worker_main)
+    handle = worker_handle.WorkerHandle(spec, cfg.memory_limit_gb, target=module_worker_main)
 
     def ask(msg, timeout_s, stage):
       try:
         reply = handle.request(msg, timeout_s, stage) if msg else handle.wait(timeout_s, stage)
-      except judge_lib.StageFailure as f:
+      except worker_handle.StageFailure as f:
         raise _from_stage_failure(f) from None
       if not reply.get("ok"):
         error = str(reply.get("error"))
@@ -169,7 +171,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
     if device != "cpu":
       # The forwards and their checks hold a GPU slot, as a judge's checks do: never while a
       # judge of any pool or process times a kernel on this GPU, which they would disturb.
-      gpu.enter_context(judge_lib.gpu_slots(job.get("gpu_index", 0), cfg.gpu_concurrency,
+      gpu.enter_context(gpu_budget.gpu_slots(job.get("gpu_index", 0), cfg.gpu_concurrency,
                                             exclusive=False))
     tol = cfg.tolerance_for
     base = cfg.seed * 1_000_003

@@ -527,7 +527,7 @@ class _Worker:
       from kernelzero_jax.sandbox import worker_state  # pylint: disable=import-outside-toplevel
       # Not kept if its GPU memory is not back to what it held before its first candidate (a
       # block its judge still views through CUDA IPC, say): parked, the worker would hold it
-      # outside every hold, where no check's memory budget counts it (judge.check_width).
+      # outside every hold, where no check's memory budget counts it (gpu_budget.check_width).
       reply["left_bytes"] = reply["allocated_bytes"] - self.pristine.gpu_bytes
       reply["reusable"] = reply["left_bytes"] <= worker_state.GPU_BYTES_LEFT_OK
     return reply
@@ -536,7 +536,7 @@ class _Worker:
     """After a candidate: whether this process may serve another ({"reusable", "drift": why
     not}). Its modules leave sys.modules first (the next candidate imports its own); what is
     left is compared with the state before the first candidate (worker_state.Pristine)."""
-    if self.pristine is None:  # (its judge keeps none then: judge.take_kept_worker)
+    if self.pristine is None:  # (its judge keeps none then: worker_handle.take_kept_worker)
       return {"ok": True, "reusable": False, "drift": ["this worker serves one candidate"]}
     t0 = time.perf_counter()
     if self.model is not None or self.module is not None:

@@ -5,8 +5,8 @@
 A fresh judge pays for a Python start and `import torch`, and so does its worker: about 4 s of
 CPU per candidate, more than judging a small Triton kernel takes. This server imports torch once,
 never touches a GPU, and forks judge processes; a judge forks its first worker before it creates
-a CUDA context (judge.WORKER_START). Every candidate still gets a process of its own that shares
-nothing with the reference or the comparison, exactly as with the plain launcher
+a CUDA context (worker_handle.WORKER_START). Every candidate still gets a process of its own that
+shares nothing with the reference or the comparison, exactly as with the plain launcher
 (evaluate.SubprocessLauncher), and the judge's code is the same.
 
 A judge process serves up to SandboxConfig.jobs_per_judge() jobs of one device and GPU in turn

@@ -1,0 +1,177 @@
+"""Who may use the GPU when, and how much of its memory: the slots judges hold (lock files) and
+the memory model that decides how many of them a check holds, whether a judge keeps its memory
+or its problem's weights on the GPU between its holds, and how many judges of large weights
+build their models on the host at once. Pure functions of sizes, and file locks: no torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import random
+import tempfile
+
+
+def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
+  directory = lock_dir or tempfile.gettempdir()
+  name = (f"kernelzero_sandbox_gpu{device_index}.lock" if slot == 0
+          else f"kernelzero_sandbox_gpu{device_index}.slot{slot}.lock")
+  return os.path.join(directory, name)
+
+
+@contextlib.contextmanager
+def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
+              lock_dir: str | None = None, width: int = 1, wait: bool = True):
+  """GPU work of all judges on one GPU, coordinated by `slots` lock files.
+
+  Exclusive (timing, or everything when slots is 1) holds every slot, so nothing else runs on
+  the GPU; shared (untimed correctness checks) holds `width` of them (one group of consecutive
+  slots: 0..width-1, width..2*width-1, ...), so checks of a problem whose memory would not fit
+  `slots` times still share the GPU with `slots / width` others (check_width). A free group is
+  taken if there is one; otherwise the holder waits for one. Whoever waits while holding a slot
+  takes its slots in index order, and single slots are taken without waiting for another: no
+  deadlock. Yields whether the slots are held: always, unless `wait` is False and none was
+  free."""
+  width = slots if exclusive else max(1, min(width, slots))
+  groups = [range(g * width, (g + 1) * width) for g in range(slots // width)]
+  order = list(range(len(groups)))
+  random.Random(os.getpid()).shuffle(order)
+  files = []
+
+  def take(slot: int, wait: bool) -> bool:
+    f = open(_lock_path(device_index, slot, lock_dir), "a+")  # pylint: disable=consider-using-with
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      f.close()
+      return False
+    files.append(f)
+    return True
+
+  def release() -> None:
+    for f in reversed(files):
+      with contextlib.suppress(OSError):
+        fcntl.flock(f, fcntl.LOCK_UN)
+      f.close()
+    files.clear()
+
+  try:
+    for g in order:  # a free group if there is one
+      if all(take(slot, wait=False) for slot in groups[g]):
+        break
+      release()
+    else:  # all busy: wait for one, its slots in index order
+      if not wait:
+        yield False
+        return
+      for slot in groups[order[0]]:
+        take(slot, wait=True)
+    yield True
+  finally:
+    release()
+
+
+def gpu_lock(device_index: int, slots: int = 1):
+  """The whole GPU (every slot): what timing needs, and what outside timers take too."""
+  return gpu_slots(device_index, slots, exclusive=True)
+
+
+# What one correctness check holds on the GPU at its peak: three input sets (the judge's inputs,
+# their pristine copy, the worker's own inputs) and two of what a forward makes (the reference's
+# outputs in the judge, the candidate's in the worker; where larger, the largest result inside
+# the forward: problem.output_bytes). The reference checks before it hold as much (two seeds'
+# outputs, inputs and pristine copy). For KernelBench's elementwise problems that is 5 input
+# sets; on an H200, 4 were too few: 4 judges checking the 6 GiB ones at once ran out of memory
+# (BENCHMARKS.md). Counted in input sets alone, a 16 MiB matmul input that makes a 4 GiB output
+# (level 1 problems 7 and 9, level 2 problem 59) passed for 80 MiB a check.
+CHECK_INPUT_SETS = 3
+CHECK_OUTPUT_SETS = 2
+# The share of the GPU's memory that checks running at once may fill (the rest: the allocators'
+# slack, the reference's weights)...
+CHECK_MEMORY_SHARE = 0.8
+# ...less what every judge on the GPU holds whatever it is doing: its CUDA context and its
+# worker's, with the worker's L2 flush buffer (518 + 880 MiB on an H200, torch 2.11).
+JUDGE_GPU_BYTES = 1400 * 2**20
+
+
+def check_bytes(input_bytes: int, output_bytes: int | None = None) -> int:
+  """The GPU memory of one correctness check of a problem whose input set has `input_bytes` and
+  whose forward makes `output_bytes` (problem.output_bytes; unknown: as much as its inputs)."""
+  outputs = input_bytes if output_bytes is None else output_bytes
+  return CHECK_INPUT_SETS * input_bytes + CHECK_OUTPUT_SETS * outputs
+
+
+def _check_room(gpu_bytes: int, judges: int) -> float:
+  """The bytes that checks running at once may fill on a GPU of `gpu_bytes` beside `judges`
+  judges' processes."""
+  return CHECK_MEMORY_SHARE * gpu_bytes - judges * JUDGE_GPU_BYTES
+
+
+def checks_fit(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether `slots` correctness checks of `one_check_bytes` each (check_bytes) fit in a GPU of
+  `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the slots:
+  check_width)."""
+  return one_check_bytes * slots <= _check_room(gpu_bytes, judges)
+
+
+def check_width(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
+  """How many of `slots` slots a correctness check of `one_check_bytes` (check_bytes) holds
+  (gpu_slots' width): each slot stands for 1/slots of the memory that checks_fit lets checks
+  fill, so that checks of any problems holding the slots at once fit: 1 when `slots` such
+  checks fit (checks_fit), `slots` (the GPU alone) when one check needs more than `slots - 1`
+  slots' share."""
+  room = _check_room(gpu_bytes, judges)
+  if room <= 0:
+    return slots
+  return max(1, min(slots, math.ceil(one_check_bytes * slots / room)))
+
+
+def memory_kept_fits(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether a judge may keep its checks' GPU memory (`one_check_bytes`: check_bytes) from one
+  hold to the next instead of freeing it before it lets go (Judge._release_gpu_memory): when,
+  beside `slots` checks running in the slots, every one of the `judges` judges on the GPU could
+  keep as much (checks_fit with `slots + judges` checks). Then no judge's memory kept outside a
+  hold can starve a check."""
+  return checks_fit(one_check_bytes, slots + judges, gpu_bytes, judges)
+
+
+# The share of the GPU's memory that judges' model weights may take between their holds, each
+# judge's twice (its reference's from its start-up, its worker's candidate's from its first hold
+# to its last): half of what CHECK_MEMORY_SHARE leaves. Level-2 problems 55, 56 and 59 have 4 GiB
+# of weights (a 32768 x 32768 Linear), 66 and 68 1 GiB; 24 judges of one of them would hold
+# 48-192 GiB so, in no hold.
+WEIGHTS_KEPT_SHARE = 0.1
+
+
+def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1) -> bool:
+  """Whether a judge may keep its problem's weights on the GPU between its holds (its reference
+  uploaded at its start-up, its worker's model kept from one hold to the next): when every one
+  of the `judges` judges on the GPU could keep as much, twice over, in WEIGHTS_KEPT_SHARE of it.
+  Otherwise its whole evaluation runs in one hold of the whole GPU, its reference uploaded in it
+  (Judge._weights_apart)."""
+  return judges * 2 * weight_bytes <= WEIGHTS_KEPT_SHARE * gpu_bytes
+
+
+# The share of the host's memory that judges whose weights stay off the GPU (weights_kept_fit)
+# may fill with their models on the CPU at once, each with three copies: its reference (kept
+# there until its hold), the reference checks' second one and its worker's candidate. On an
+# H200 machine (128 GiB), 16 judges of level-2 problem 59 (4 GiB of weights) at once had 5 of
+# them killed by the kernel for memory.
+HOST_WEIGHTS_SHARE = 0.5
+HOST_MODEL_COPIES = 3
+
+
+@contextlib.contextmanager
+def host_memory_hold(weight_bytes: int, host_bytes: int, wait: bool = True):
+  """One of the host-memory slots for a judge of large weights (HOST_WEIGHTS_SHARE), lock files
+  as gpu_slots' are, so that such judges at once fit the host's memory. Yields the number of
+  slots its size allows (at least 1), or 0 where `wait` is False and none was free. (Judges of
+  problems with different weights count different numbers of slots over the same files: the
+  smaller problem's bound holds only approximately beside a larger one's judges.)"""
+  slots = max(1, int(HOST_WEIGHTS_SHARE * host_bytes) // (HOST_MODEL_COPIES * max(1, weight_bytes)))
+  lock_dir = os.path.join(tempfile.gettempdir(), "kz_host_memory")
+  os.makedirs(lock_dir, exist_ok=True)
+  with gpu_slots(0, slots, exclusive=False, lock_dir=lock_dir, wait=wait) as held:
+    yield slots if held else 0

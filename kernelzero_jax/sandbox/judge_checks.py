@@ -1,0 +1,220 @@
+"""The candidate's side of an evaluation (a part of Judge, judge.py): its outputs checked on
+fresh input sets against the reference's (in one comparison kernel where it compiled:
+fused_compare.py), its timing with audited calls, and its last check on unseen inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import threading
+import time
+from typing import Any
+
+from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import judge_reference
+from kernelzero_jax.sandbox import verdict as V
+from kernelzero_jax.sandbox import worker_handle
+from kernelzero_jax.sandbox.worker_handle import StageFailure
+
+
+class CandidateSteps:
+  """Judge's checks and timing of the candidate. A mixin of Judge: the state it reads is
+  Judge.__init__'s."""
+
+  def _start_fused_compare(self) -> None:
+    """A thread that compiles the comparison kernel (fused_compare.py, about 0.3 s of one CPU
+    core) while the candidate builds."""
+    from kernelzero_jax.sandbox import fused_compare  # pylint: disable=import-outside-toplevel
+    capability = self.torch.cuda.get_device_capability(self.device)
+    built: dict[str, Any] = {}
+
+    def compile_kernel() -> None:
+      t0 = time.perf_counter()
+      try:
+        built["cubin"] = fused_compare.compile_cubin(capability)
+      except Exception as e:  # pylint: disable=broad-except
+        built["error"] = f"{type(e).__name__}: {e}"[:500]
+      built["compile_s"] = round(time.perf_counter() - t0, 3)
+    self._fused_built = built
+    self._fused_thread = threading.Thread(target=compile_kernel, name="fused-compare",
+                                          daemon=True)
+    self._fused_thread.start()
+
+  def _ready_fused_compare(self) -> None:
+    """Loads the compiled kernel before the GPU is taken; if it did not compile or load, the
+    comparisons go the torch way (evidence["fused_compare"]["error"])."""
+    from kernelzero_jax.sandbox import fused_compare  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
+    self._fused_thread.join()
+    self._fused_thread = None  # once
+    built = self._fused_built
+    # The wait for the compile, and the module's load into this judge's context (driver work).
+    evidence = self.verdict.evidence["fused_compare"] = {
+        "compile_s": built["compile_s"], "join_s": round(time.perf_counter() - t0, 3)}
+    if "cubin" not in built:
+      evidence["error"] = built["error"]
+      return
+    t0 = time.perf_counter()
+    try:
+      self.close_stats = fused_compare.FusedCloseStats(self.device, built["cubin"])
+    except Exception as e:  # pylint: disable=broad-except
+      evidence["error"] = f"{type(e).__name__}: {e}"[:500]
+    evidence["load_s"] = round(time.perf_counter() - t0, 3)
+
+  def _check_seeds(self, base: int) -> list[int]:
+    return [base + 1 + i for i in range(self.cfg.num_correct_trials)]
+
+  def _timing_seeds(self, base: int) -> list[int]:
+    return [base + 10_007 + i for i in range(self.cfg.warmup + self.cfg.max_trials)]
+
+  def _checks(self, base: int) -> None:
+    """Reference checks, the candidate's init, and its outputs on fresh input sets."""
+    cfg, v = self.cfg, self.verdict
+    seeds = self._check_seeds(base)
+    if cfg.check_degenerate:
+      self._degenerate_facts(seeds)
+    v.stage = "init"
+    with self._step("candidate_init"):
+      inited = self._expect(self.worker.request({"cmd": "init", "seed": cfg.init_seed},
+                                                cfg.correctness_timeout_s, "init"), "init")
+    if inited.get("upload"):  # the worker's own account (host_registration.sanitize)
+      from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+      self.verdict.evidence.setdefault("registered_upload", {})["candidate"] = (
+          host_registration.sanitize(inited["upload"]))
+    v.stage = "correctness"
+    t0 = time.perf_counter()
+    for i, seed in enumerate(seeds):
+      self._check_seed(seed, profile=(i == 0), stage="correctness")
+      v.num_correct_trials += 1
+    v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
+
+  def _check_seed(self, seed: int, profile: bool, stage: str) -> list:
+    """Runs the candidate on input set `seed` and checks it. Returns the reference outputs.
+
+    The candidate's tensors are compared where they arrive (CUDA IPC views of the worker's
+    memory, or copies on the CPU) without cloning: the worker is blocked until the next command,
+    and any thread it might have started is reported as a violation in the reply itself.
+    """
+    cfg = self.cfg
+    request = {"cmd": "run", "seed": seed, "profile": profile}
+    candidate_step = "candidate_profiled_run" if profile else "candidate_run"
+    if cfg.concurrent_reference:
+      # The reference's outputs for the same input set, computed while the worker runs (two
+      # processes, nothing timed): the step records the wait for the worker that is left after.
+      # A candidate's failure is reported before a reference's, as when they ran in turn.
+      t0 = time.perf_counter()
+      channel.send(self.worker.conn, request, by_value=True)
+      reference_failure, flagged = None, self.verdict.reference_error
+      with self._step("reference_run"):
+        try:
+          refs, pristine, ref_mutates = self._reference(seed)
+        except StageFailure as f:
+          reference_failure, self.verdict.reference_error = f, flagged  # flagged if raised
+      with self._step(candidate_step):
+        remaining = cfg.correctness_timeout_s - (time.perf_counter() - t0)
+        reply = self._expect(self.worker.wait(max(remaining, worker_handle.POLL_S), stage,
+                                              cfg.correctness_timeout_s), stage)
+      self._merge_evidence(reply.get("evidence", {}))
+      if reference_failure is not None:
+        self.verdict.reference_error = True
+        raise reference_failure
+    else:
+      with self._step(candidate_step):
+        reply = self._expect(self.worker.request(request, cfg.correctness_timeout_s, stage),
+                             stage)
+      self._merge_evidence(reply.get("evidence", {}))
+      with self._step("reference_run"):
+        refs, pristine, ref_mutates = self._reference(seed)
+    with self._step("compare"):
+      if not ref_mutates:
+        changed = self.problem.inputs_unchanged(reply["inputs_after"], pristine)
+        if changed:
+          raise StageFailure(V.REJECTED, f"{stage}: forward changed its inputs in place "
+                             f"({', '.join(changed)})")
+      del pristine
+      self._compare(reply["outputs"], refs, stage)
+    return refs
+
+  def _compare(self, outputs: list, refs: list, stage: str) -> None:
+    ok, reasons, max_abs, max_rel = self.problem.compare_outputs(
+        outputs, refs, self.cfg.tolerance_for, self.close_stats)
+    v = self.verdict
+    for name, val in (("max_abs_error", max_abs), ("max_rel_error", max_rel)):
+      if math.isfinite(val):
+        setattr(v, name, max(getattr(v, name) or 0.0, val))
+    if not ok:
+      raise StageFailure(V.INCORRECT, f"{stage}: " + "; ".join(reasons[:4]))
+
+  def _merge_evidence(self, ev: dict[str, Any]) -> None:
+    store = self.verdict.evidence
+    for key, val in ev.items():
+      if isinstance(val, list):
+        store[key] = sorted(set(store.get(key, [])) | set(val))
+      elif isinstance(val, dict):
+        merged = dict(store.get(key, {}))
+        for k, n in val.items():
+          merged[k] = merged.get(k, 0) + n
+        store[key] = merged
+
+  def _timed(self, base: int) -> None:
+    v = self.verdict
+    v.stage = "timing"
+    t0 = time.perf_counter()
+    self._timing(base)
+    v.stage_seconds["timing"] = round(time.perf_counter() - t0, 3)
+
+  def _timing(self, base: int) -> None:
+    cfg, v = self.cfg, self.verdict
+    seeds = self._timing_seeds(base)
+    if self.reference_timed is not None:  # by _reference_first
+      ref = self.reference_timed
+    elif self._knows("reference_ms"):
+      v.reference_ms = self.known["reference_ms"]
+      v.compile_ms = self.known.get("compile_ms")
+      ref = {"trials": self.known.get("reference_trials")}
+      v.evidence.setdefault("reference_reused", []).append("timing")
+    else:
+      ref = self._time_reference(seeds)
+    v.reference_facts.update(reference_ms=v.reference_ms, compile_ms=v.compile_ms,
+                             reference_trials=ref["trials"])
+    rng = random.Random(os.urandom(8))
+    audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
+    with self._step("candidate_timing"), self._fence("candidate_timing", timing=True,
+                                                     holding_gpu=True):
+      reply = self._expect(self.worker.request(
+          {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
+           "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
+           "min_trials": cfg.min_trials + len(audit_positions)},
+          cfg.timing_timeout_s, "timing"), "timing")
+    audits = reply["audits"]
+    v.candidate_ms = reply["median_ms"]
+    v.evidence["timing_trials"] = {"reference": ref["trials"], "candidate": reply["trials"]}
+    # What each measured interval held past the end of forward's work on its stream (timing.py):
+    # the host's wake-up, and work left on other streams. The reference's, where measured here.
+    after = {"reference": ref.get("after_forward_ms"),
+             "candidate": reply.get("after_forward_ms")}
+    v.evidence["timing_after_forward_ms"] = {
+        k: float(x) for k, x in after.items() if isinstance(x, (int, float)) and math.isfinite(x)}
+    if len(audits) != len(audit_positions):
+      raise StageFailure(V.REJECTED, "timing: the audited calls did not all happen")
+    with self._step("audits"):
+      for seed, outs in audits:
+        refs, _, _ = self._reference(seed)
+        self._compare(outs, refs, "timing (audited call)")
+        del refs
+    # Shared once the candidate's timing has passed its audits: a candidate caught here (e.g.
+    # one that kept the GPU busy while the reference was timed) leaves no time for others.
+    if self.facts_path:
+      judge_reference.share_facts(self.facts_path, v.reference_facts)
+
+  def _post_check(self, base: int) -> None:
+    """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next."""
+    self.verdict.stage = "post_check"
+    self._check_seed(base + 999_983, profile=True, stage="post_check")
+    with self._step("cleanup"):
+      self._drop_or_kill_worker()
+      del self.ref_model
+      if self.device.type == "cuda":
+        self.torch.cuda.empty_cache()

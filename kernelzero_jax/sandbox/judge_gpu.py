@@ -1,0 +1,252 @@
+"""The judge's use of the GPU (a part of Judge, judge.py): its holds of the GPU's slots
+(gpu_budget.py) and the start-up fence (gpu_fence.py) around its steps, the memory it frees
+before it lets go or after a failure, and the moves of its models to the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from typing import Any, Callable
+
+from kernelzero_jax.sandbox import gpu_budget
+from kernelzero_jax.sandbox.config import SandboxConfig
+
+
+# Devices this process has warmed up (warm_up_device): once per process, since a judge process
+# that serves several jobs (judge_host.py) keeps its kernels and cuBLAS handle.
+WARMED_UP: set[str] = set()
+
+
+def device_name(cfg: SandboxConfig, gpu_index: int) -> str:
+  """The torch device a judge and its worker use ("cpu" or "cuda:N")."""
+  return "cpu" if cfg.device == "cpu" else f"cuda:{int(gpu_index)}"
+
+
+def warm_up_device(torch, problem, device) -> None:
+  """Loads what a judge's first reference check would load under the GPU hold: the RNG's
+  kernels, cuBLAS's handle and workspace, and torch.equal's kernels. On an H200, a matmul
+  reference's first check took 0.14-0.18 s more than the next ones, 0.03-0.06 s more with this
+  (benchmarks/first_run.py). A few kernels on 256 elements and small allocations, run beside
+  the judge's own context start-up, which is driver work of the same kind and far more."""
+  problem.make_inputs(lambda: [torch.rand(16, 16)], 0, device)
+  one = torch.ones(16, 16, device=device)
+  torch.mm(one, one)
+  problem.inputs_unchanged([one], [one.clone()])
+  if device.type == "cuda":
+    torch.cuda.synchronize(device)
+
+
+def drop_tracebacks(error: BaseException) -> None:
+  """Drops the tracebacks of `error` and of every exception it chains to (its cause, its
+  context). Their frames hold the failed step's locals, which on a GPU judge are its input sets
+  and outputs: with the tracebacks gone, they go too."""
+  seen: set[int] = set()
+  chain: list[BaseException | None] = [error]
+  while chain:
+    e = chain.pop()
+    if e is None or id(e) in seen:
+      continue
+    seen.add(id(e))
+    e.__traceback__ = None
+    chain += [e.__cause__, e.__context__]
+
+
+class GpuSteps:
+  """Judge's GPU holds, fence, memory and uploads. A mixin of Judge: the state it reads is
+  Judge.__init__'s."""
+
+  @contextlib.contextmanager
+  def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1, wait: bool = True):
+    """gpu_budget.gpu_slots, with the time spent waiting for them added up in
+    stage_seconds["gpu_wait"]. Yields whether the GPU is held (see gpu_slots' `wait`)."""
+    t0 = time.perf_counter()
+    with gpu_budget.gpu_slots(self.device.index or 0, slots, exclusive, width=width,
+                              wait=wait) as held:
+      if not held:
+        yield False
+        return
+      stages = self.verdict.stage_seconds
+      stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
+      # Wall-clock bounds of every hold, so that a run's holds can be laid side by side (how
+      # many judges had the GPU at once, and for how long one had it alone:
+      # benchmarks/gpu_steps.py).
+      hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared"]
+      self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
+      try:
+        yield True
+      finally:
+        hold[1] = round(time.time(), 3)
+
+  @contextlib.contextmanager
+  def _fence(self, name: str, timing: bool, holding_gpu: bool = False, slot: bool = True):
+    """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
+    seconds it waited in evidence["fence_wait_s"][name] (summed over repeats). `holding_gpu`:
+    a timing within a hold of every slot (gpu_fence's docstring: it must not wait). `slot`: a
+    start-up that creates a CUDA context, which takes one of the start-up slots."""
+    if self.cfg.device != "cuda" or not self.cfg.startup_fence or self._fence_held:
+      yield  # (held already: a timing's steps within a timing's hold)
+      return
+    from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+    slots = self.cfg.startups_at_once if slot else 0
+    with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
+                                 holding_gpu=holding_gpu, startup_slots=slots) as waited:
+      waits = self.verdict.evidence.setdefault("fence_wait_s", {})
+      waits[name] = round(waits.get(name, 0.0) + waited, 4)
+      self._fence_held = True
+      try:
+        yield
+      finally:
+        self._fence_held = False
+
+  @contextlib.contextmanager
+  def _step(self, name: str):
+    """Adds the seconds of the enclosed work to self.steps[name], also when it fails."""
+    t0 = time.perf_counter()
+    try:
+      yield
+    finally:
+      self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - t0, 4)
+      self.verdict.evidence["gpu_seconds"] = dict(self.steps)
+
+  def _holding(self, *steps: Callable[[], Any]) -> None:
+    """Runs `steps` in turn under the GPU hold its caller holds. A failure there ends the
+    evaluation, and what the evaluation still has on the GPU goes before the hold does
+    (_give_back_after_failure). Otherwise it would stay, in no hold and counted by no memory
+    budget, until this process's next job, or through a whole new evaluation where a kept
+    worker's failure is judged again here (Judge.run): on an H200, judges held 19-31 GiB so and
+    candidates beside them ran out of memory (BENCHMARKS.md)."""
+    try:
+      for step in steps:
+        step()
+      return
+    except BaseException as error:  # pylint: disable=broad-except
+      failure = error
+    # Out of the except clause, the failure's traceback is all that holds the failed steps'
+    # frames (a with statement's exit would still hold it: hence a function, not a context).
+    drop_tracebacks(failure)
+    self._give_back_after_failure()
+    raise failure
+
+  def _give_back_after_failure(self) -> None:
+    """After a failure under a hold, before it ends: the worker is killed (its candidate's memory
+    goes with its CUDA context; this judge's views of its outputs went with the failure's
+    frames), and this judge's reference model and cached blocks are freed. (A kept worker
+    still looking itself over, _take_worker, holds no candidate's memory: it goes at the end of
+    the job.)"""
+    if self.worker is not None:
+      self.worker.kill()
+      self.worker = None
+    self.ref_model = None
+    if self.device is not None and self.device.type == "cuda":
+      self.torch.cuda.empty_cache()
+
+  def _release_gpu_memory(self) -> None:
+    """Frees the GPU memory of the last check's (or timing's) inputs and outputs in this judge
+    and its worker (Worker.release), this judge's first: its CUDA IPC views of the worker's
+    outputs must be gone for the worker to free them. What each still has allocated after it
+    goes to evidence["left_after_release"], [judge bytes, worker bytes] per release."""
+    with self._step("release"):
+      self.torch.cuda.empty_cache()
+      reply = self._expect(self.worker.request({"cmd": "release"}, self.cfg.correctness_timeout_s,
+                                               "release"), "release")
+      worker_bytes = reply.get("allocated_bytes")
+      self.verdict.evidence.setdefault("left_after_release", []).append(
+          [self.torch.cuda.memory_allocated(self.device),
+           worker_bytes if isinstance(worker_bytes, int) else None])
+
+  @functools.cached_property
+  def _memory_on_gpu(self) -> tuple[dict[str, int | None], int, int]:
+    """(one check's memory: {"input_bytes", "output_bytes", "check_bytes"}, the last None when
+    the input size is unknown, and the model's "weight_bytes"; the GPU's bytes; the judges of the
+    pool on it), what gpu_budget's memory model (checks_fit, weights_kept_fit) counts: read once,
+    for _check_width, _keeps_memory and _weights_apart. (Read before the reference's second
+    construction starts: that thread reseeds torch, and nothing may draw numbers beside it.)"""
+    ref = self.ref_mod
+    inputs = self.problem.input_bytes(ref.get_inputs)
+    outputs = (None if inputs is None else
+               self.problem.output_bytes(ref.Model, ref.get_init_inputs, ref.get_inputs))
+    sizes = {"input_bytes": inputs, "output_bytes": outputs,
+             "check_bytes": None if inputs is None else gpu_budget.check_bytes(inputs, outputs),
+             "weight_bytes": self.problem.weight_bytes(ref.Model, ref.get_init_inputs)}
+    total = self.torch.cuda.get_device_properties(self.device).total_memory
+    return sizes, total, max(1, int(self.job.get("judges_on_gpu") or 1))
+
+  def _check_width(self, slots: int) -> int:
+    """How many of the `slots` this judge's checks hold (gpu_budget.check_width), beside the
+    processes of the pool's other judges on this GPU (evidence["check_width"];
+    evidence["checks_alone"] when that is all of them, as it is for any more than one without
+    SandboxConfig.wide_checks). Unknown input sizes take one."""
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["check_bytes"] is None:
+      return 1
+    width = gpu_budget.check_width(sizes["check_bytes"], slots, total, judges)
+    if width > 1 and not self.cfg.wide_checks:
+      width = slots
+    if width > 1:
+      self.verdict.evidence["checks_alone" if width == slots else "check_width"] = {
+          **sizes, "slots": slots, "width": width, "gpu_bytes": total, "judges_on_gpu": judges}
+    return width
+
+  def _keeps_memory(self, slots: int) -> bool:
+    """Whether this judge keeps its checks' memory between its holds
+    (gpu_budget.memory_kept_fits, with SandboxConfig.keep_memory_between_holds;
+    evidence["memory_kept_between_holds"])."""
+    if not self.cfg.keep_memory_between_holds:
+      return False
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["check_bytes"] is None or not gpu_budget.memory_kept_fits(
+        sizes["check_bytes"], slots, total, judges):
+      return False
+    self.verdict.evidence["memory_kept_between_holds"] = {
+        **sizes, "slots": slots, "gpu_bytes": total, "judges_on_gpu": judges}
+    return True
+
+  @functools.cached_property
+  def _weights_apart(self) -> bool:
+    """Whether this judge's problem has weights too large to keep on a GPU between holds
+    (gpu_budget.weights_kept_fit, evidence["weights_apart"]): then its reference stays on the
+    CPU until its candidate's hold, and everything runs in that one hold of the whole GPU, the
+    worker (and its model) killed in it."""
+    if self.device is None or self.device.type != "cuda":
+      return False
+    sizes, total, judges = self._memory_on_gpu
+    if sizes["weight_bytes"] is None or gpu_budget.weights_kept_fit(sizes["weight_bytes"], total,
+                                                                    judges):
+      return False
+    self.verdict.evidence["weights_apart"] = {"weight_bytes": sizes["weight_bytes"],
+                                              "gpu_bytes": total, "judges_on_gpu": judges}
+    return True
+
+  def _take_host_memory(self) -> None:
+    """Waits for a host-memory slot (gpu_budget.host_memory_hold) before this judge builds its
+    large models on the CPU; kept until its evaluation ends (_run)."""
+    import psutil  # pylint: disable=import-outside-toplevel
+    t0 = time.perf_counter()
+    self._host_memory = contextlib.ExitStack()
+    slots = self._host_memory.enter_context(gpu_budget.host_memory_hold(
+        self._memory_on_gpu[0]["weight_bytes"], psutil.virtual_memory().total))
+    self.verdict.evidence["weights_apart"].update(
+        host_slots=slots, host_wait_s=round(time.perf_counter() - t0, 3))
+
+  def _upload_reference(self) -> None:
+    """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
+    if self._reference_on_cpu:
+      with self._step("reference_upload"):
+        self.ref_model = self._to_device(self.ref_model, "reference")
+        if self.device.type == "cuda":
+          self.torch.cuda.synchronize(self.device)
+      self._reference_on_cpu = False
+
+  def _to_device(self, model, name: str):
+    """`model` moved to this judge's device; from its own pages page-locked in place where it
+    is large and SandboxConfig.registered_uploads (host_registration.py;
+    evidence["registered_upload"][name])."""
+    if not self.cfg.registered_uploads:
+      return model.to(self.device)
+    from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+    moved, upload = host_registration.to_device(self.torch, model, self.device)
+    if upload:
+      self.verdict.evidence.setdefault("registered_upload", {})[name] = upload
+    return moved
