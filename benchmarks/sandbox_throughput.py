@@ -51,8 +51,10 @@ models of 16 MiB or more moved to the GPU from their own pages page-locked in pl
 from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py);
 with `secondfirst`, a Triton judge that times the reference first building its second model
 before that timing, however long the first took (KZ_SECOND_REFERENCE_AFTER=0:
-judge_reference.SECOND_REFERENCE_AFTER_S). The trailing flags come in
-any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
+judge_reference.SECOND_REFERENCE_AFTER_S); with `pristine`, each check's input set copied before
+the reference's forward and the worker's compared with that copy, instead of with the reference's
+inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept). The trailing flags
+come in any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
@@ -99,10 +101,11 @@ from kernelzero_jax.sandbox.evaluate import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "regup", "secondfirst")
+              "seqlaunch", "regup", "secondfirst", "pristine")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:tS][:pN][:fN][:wN][:wuN]")
+             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:pristine][:tS][:pN][:fN][:wN]"
+             "[:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -253,6 +256,9 @@ class BenchPath(NamedTuple):
   # a slow reference's second model built after the timing measured first
   # (judge_reference.SECOND_REFERENCE_AFTER_S), not before it
   second_reference_after: bool = True
+  # a check's inputs compared with the reference's after its forward, made again only where they
+  # differ (Judge._inputs_kept), not with a copy made before it
+  inputs_against_reference: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -269,7 +275,8 @@ def parse_path(path: str) -> BenchPath:
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
   `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `regup`: large
   models moved to the GPU from their pages page-locked in place; `secondfirst`: a reference's
-  second model built before the timing measured first)."""
+  second model built before the timing measured first; `pristine`: a check's inputs compared
+  with a copy made before the reference's forward)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -309,17 +316,20 @@ def parse_path(path: str) -> BenchPath:
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
-                   "regup" in flags_given, "secondfirst" not in flags_given)
+                   "regup" in flags_given, "secondfirst" not in flags_given,
+                   "pristine" not in flags_given)
 
 
 def _server_env(path: BenchPath):
   """The environment a path's pool starts its warm server with, which its judges and workers
   inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
   KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels),
-  KZ_SECOND_REFERENCE_AFTER (judge.Judge._second_reference_after)."""
+  KZ_SECOND_REFERENCE_AFTER (Judge._second_reference_after), KZ_INPUTS_AGAINST_REFERENCE
+  (Judge._inputs_kept)."""
   wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
             "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers,
-            "KZ_SECOND_REFERENCE_AFTER": path.second_reference_after}
+            "KZ_SECOND_REFERENCE_AFTER": path.second_reference_after,
+            "KZ_INPUTS_AGAINST_REFERENCE": path.inputs_against_reference}
   return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
 
 

@@ -107,6 +107,11 @@ HONEST: dict[str, str] = {
     "two_outputs": "two_outputs",
 }
 
+# Candidates judged against a reference whose forward changes its input in place (relu_): the
+# candidate may then change it too, so an honest one and one that writes its result into its
+# input are both correct. (kind, name) of the candidate.
+AGAINST_IN_PLACE_REFERENCE = (("honest", "scaled_relu"), ("cheats", "inplace_input"))
+
 # Cheats whose single naive call is unsafe or slow to run in-process: forged_verdict kills its
 # parent process; torch_compile would start Inductor's C++ compiler.
 _NO_NAIVE_RUN = ("forged_verdict", "torch_compile")
@@ -126,6 +131,10 @@ def verdicts():
   for name, ref in HONEST.items():
     keys.append(("honest", name))
     jobs.append(Job(_read("references", ref), _read("honest", name), "triton", name))
+  for kind, name in AGAINST_IN_PLACE_REFERENCE:
+    keys.append(("in_place_reference", name))
+    jobs.append(Job(_read("references", "scaled_relu_in_place"), _read(kind, name), "triton",
+                    f"{name} (in-place reference)"))
   results = SandboxPool(SandboxConfig(device="cpu"), max_parallel=2).evaluate(jobs)
   return dict(zip(keys, results))
 
@@ -158,6 +167,23 @@ def test_honest_candidate_is_correct(verdicts, name):
   assert v.num_correct_trials == 5
   assert not v.degenerate
   assert v.evidence.get("triton_launches"), v.evidence
+  # No honest reference here changes its inputs, nor does the candidate: no input set was made
+  # again to compare them with (Judge._inputs_kept).
+  assert "inputs_made_again" not in v.evidence, v.evidence
+
+
+def test_a_candidate_that_changes_its_inputs_is_caught_on_its_first_check(verdicts):
+  v = verdicts[("cheats", "inplace_input")]
+  assert v.stage == "correctness" and v.evidence["inputs_made_again"] == 1, _describe(v)
+
+
+@pytest.mark.parametrize("name", [name for _, name in AGAINST_IN_PLACE_REFERENCE])
+def test_a_reference_that_changes_its_inputs_lets_the_candidate_change_them(verdicts, name):
+  v = verdicts[("in_place_reference", name)]
+  assert v.correct, _describe(v)
+  # Its inputs and the reference's differ after every check (5, and the last): made again each
+  # time, to find the reference's forward changed them.
+  assert v.evidence["inputs_made_again"] == 6, _describe(v)
 
 
 def test_decoy_is_caught_for_its_compute_not_for_a_missing_launch(verdicts):

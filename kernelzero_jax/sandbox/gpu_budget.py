@@ -79,10 +79,11 @@ def gpu_lock(device_index: int, slots: int = 1):
 
 
 # What one correctness check holds on the GPU at its peak: three input sets (the judge's inputs,
-# their pristine copy, the worker's own inputs) and two of what a forward makes (the reference's
-# outputs in the judge, the candidate's in the worker; where larger, the largest result inside
-# the forward: problem.output_bytes). The reference checks before it hold as much (two seeds'
-# outputs, inputs and pristine copy). For KernelBench's elementwise problems that is 5 input
+# the worker's own inputs, and the set made again where those two differ after their forwards:
+# Judge._inputs_kept) and two of what a forward makes (the reference's outputs in the judge, the
+# candidate's in the worker; where larger, the largest result inside the forward:
+# problem.output_bytes). The reference checks before it hold no more (two seeds' outputs and
+# inputs, then one seed's again). For KernelBench's elementwise problems that is 5 input
 # sets; on an H200, 4 were too few: 4 judges checking the 6 GiB ones at once ran out of memory
 # (BENCHMARKS.md). Counted in input sets alone, a 16 MiB matmul input that makes a 4 GiB output
 # (level 1 problems 7 and 9, level 2 problem 59) passed for 80 MiB a check.

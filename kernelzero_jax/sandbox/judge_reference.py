@@ -238,18 +238,18 @@ class ReferenceSteps:
     if self.device.type == "cuda":  # the checks that follow, and other judges', need it more
       torch.cuda.empty_cache()
 
-  def _reference(self, seed: int) -> tuple[list, list, bool]:
-    """(reference outputs, pristine inputs, whether the reference itself mutates its inputs)."""
+  def _reference(self, seed: int, copy: bool = False) -> tuple[list, list, list | None]:
+    """(the reference's outputs on input set `seed`, those inputs as its forward left them, and
+    with `copy` a copy of them as made, else None)."""
     problem = self.problem
     inputs = problem.make_inputs(self.ref_mod.get_inputs, seed, self.device)
-    pristine = problem.clone_leaves(inputs)
+    pristine = problem.clone_leaves(inputs) if copy else None
     try:
       out = self.ref_model(*inputs)
     except Exception as e:  # pylint: disable=broad-except
       self.verdict.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference forward failed: {type(e).__name__}: {e}")
-    mutates = bool(problem.inputs_unchanged(inputs, pristine))
-    return problem.flatten(out), pristine, mutates
+    return problem.flatten(out), inputs, pristine
 
   def _time_reference(self, seeds: list[int]) -> dict[str, Any]:
     """Times the reference (and torch.compile's, if asked) into the verdict; returns
