@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The sandbox's changes not yet measured on a GPU, each against the way it replaced, side by side
+# in one benchmarks.sandbox_throughput run (same machine, same candidates):
+#
+#   bash benchmarks/sandbox_ab_gpu.sh OUT_DIR RUN [KERNELBENCH_DIR]
+#
+# RUN is one of
+#   l2batch  36 level-2 CUDA candidates (4 copies of 9 problems), 24 judges at once: the default
+#            against `regup` (models moved from pages page-locked in place) and `wu1` (one
+#            warm-up call per timing)
+#   l1batch  level-1 CUDA candidates (2 copies), 24 judges at once: the default against
+#            `pristine` (each check's inputs copied before the reference's forward, as before
+#            Judge._inputs_kept)
+#   triton   Triton candidates one at a time: the default against `secondfirst` (the
+#            reference's second model built before its first timing) and `pristine`
+# Each run takes about 3-5 minutes on an H200. Writes OUT_DIR/RUN.tgz (the summary, the verdicts
+# of every path, the console output) and prints the summary's last lines.
+set -uo pipefail
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch or triton}; kb=${3:-.kb}
+mkdir -p "$out/$run"
+common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
+case "$run" in
+  l2batch) args=(--backends=cuda --extras=false --problem_regex='level2/' --copies=4
+                 --max_parallel=24 --timing_target_s=0.25
+                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup,zygote:lite_pch:reuse:gpu4:wu1) ;;
+  l1batch) args=(--backends=cuda --extras=false --problem_regex='level1/' --copies=2
+                 --max_parallel=24 --timing_target_s=0.25
+                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pristine) ;;
+  triton) args=(--backends=triton --max_teacher=4 --max_parallel=1
+                --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine) ;;
+  *) echo "unknown run $run" >&2; exit 2 ;;
+esac
+git rev-parse HEAD > "$out/$run/commit.txt" 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$run/gpu.txt" 2>/dev/null
+timeout "${LIMIT_S:-560}" python -m benchmarks.sandbox_throughput "${common[@]}" "${args[@]}" \
+    > "$out/$run/console.txt" 2>&1
+echo "$run: exit $?"
+tail -30 "$out/$run/console.txt" | cut -c1-300
+gzip -f "$out/$run"/*.jsonl "$out/$run"/*.json 2>/dev/null
+tar czf "$out/$run.tgz" -C "$out" "$run" && rm -rf "${out:?}/$run"
