@@ -144,6 +144,19 @@ def test_off_a_gpu_the_move_is_the_plain_one():
   assert moved is model and evidence == {}
 
 
+def test_switched_off_a_gpu_move_is_the_plain_one_and_touches_no_runtime():
+  # SandboxConfig.registered_uploads off (the default): judge and worker move plainly.
+  import types  # pylint: disable=import-outside-toplevel
+
+  def no_runtime():
+    raise AssertionError("the CUDA runtime was asked for")
+  fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(cudart=no_runtime))
+  gpu = types.SimpleNamespace(type="cuda")
+  module = types.SimpleNamespace(to=lambda device: ("moved", device))
+  moved, evidence = host_registration.to_device(fake_torch, module, gpu, 0, enabled=False)
+  assert moved == ("moved", gpu) and evidence == {}
+
+
 def test_without_a_cuda_runtime_loaded_there_is_no_error_clearer():
   if torch.cuda.is_available():
     pytest.skip("a CUDA runtime is loaded here")

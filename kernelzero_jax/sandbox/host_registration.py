@@ -143,11 +143,12 @@ def sanitize(reply: Any) -> dict[str, Any]:
   return out
 
 
-def to_device(torch, module, device, min_bytes: int = MIN_BYTES) -> tuple[Any, dict[str, Any]]:
-  """`module.to(device)`, from its own pages registered (registered) where `device` is a GPU.
-  Returns the moved module and the evidence ({} where nothing was registered; "copy_s" the
-  move, synchronized, where something was)."""
-  if getattr(device, "type", None) != "cuda":
+def to_device(torch, module, device, min_bytes: int = MIN_BYTES,
+              enabled: bool = True) -> tuple[Any, dict[str, Any]]:
+  """`module.to(device)`, from its own pages registered (registered) where `device` is a GPU
+  and `enabled` (SandboxConfig.registered_uploads). Returns the moved module and the evidence
+  ({} where nothing was registered; "copy_s" the move, synchronized, where something was)."""
+  if not enabled or getattr(device, "type", None) != "cuda":
     return module.to(device), {}
   with registered(module, torch.cuda.cudart(), cuda_error_clearer(), min_bytes) as evidence:
     t0 = time.perf_counter()

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import gpu_budget
+from kernelzero_jax.sandbox import host_registration
 from kernelzero_jax.sandbox.config import SandboxConfig
 
 
@@ -243,10 +244,8 @@ class GpuSteps:
     """`model` moved to this judge's device; from its own pages page-locked in place where it
     is large and SandboxConfig.registered_uploads (host_registration.py;
     evidence["registered_upload"][name])."""
-    if not self.cfg.registered_uploads:
-      return model.to(self.device)
-    from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
-    moved, upload = host_registration.to_device(self.torch, model, self.device)
+    moved, upload = host_registration.to_device(self.torch, model, self.device,
+                                                enabled=self.cfg.registered_uploads)
     if upload:
       self.verdict.evidence.setdefault("registered_upload", {})[name] = upload
     return moved

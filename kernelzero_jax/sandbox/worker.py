@@ -30,6 +30,7 @@ from typing import Any
 
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import guard as guard_lib
+from kernelzero_jax.sandbox import host_registration
 from kernelzero_jax.sandbox import verdict as V
 
 MARKER_KERNEL = "FillFunctor"
@@ -330,12 +331,8 @@ class _Worker:
       model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
                                            seed)
     del constructed
-    upload = {}
-    if self.spec.get("registered_uploads"):
-      from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
-      self.model, upload = host_registration.to_device(self.torch, model, self.device)
-    else:
-      self.model = model.to(self.device)
+    self.model, upload = host_registration.to_device(
+        self.torch, model, self.device, enabled=bool(self.spec.get("registered_uploads")))
     del model
     reply = self._clean_reply()
     if upload and reply.get("ok"):
