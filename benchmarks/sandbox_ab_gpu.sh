@@ -12,9 +12,12 @@
 #            `pristine` (each check's inputs copied before the reference's forward, as before
 #            Judge._inputs_kept)
 #   triton   Triton candidates one at a time: the default against `secondfirst` (the
-#            reference's second model built before its first timing) and `pristine`
-# Each run takes about 3-5 minutes on an H200. Writes OUT_DIR/RUN.tgz (the summary, the verdicts
-# of every path, the console output) and prints the summary's last lines.
+#            reference's second model built before its first timing), `pristine` and `w16`
+#            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
+#            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
+# Each run takes about 3-5 minutes on an H200 (triton: 4 paths of 21 candidates, about 4). Writes
+# OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
+# summary's last lines.
 set -uo pipefail
 out=${1:?output directory}; run=${2:?run: l2batch, l1batch or triton}; kb=${3:-.kb}
 mkdir -p "$out/$run"
@@ -27,7 +30,8 @@ case "$run" in
                  --max_parallel=24 --timing_target_s=0.25
                  --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pristine) ;;
   triton) args=(--backends=triton --max_teacher=4 --max_parallel=1
-                --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine) ;;
+                --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
+zygote:lite_pch:t0.25:w16) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
 git rev-parse HEAD > "$out/$run/commit.txt" 2>/dev/null
