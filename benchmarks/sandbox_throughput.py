@@ -96,7 +96,7 @@ from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import hold_timeline, left_after_release, timings_beside_startups
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
-from kernelzero_jax.sandbox.evaluate import LAUNCHERS
+from kernelzero_jax.sandbox.launchers import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",

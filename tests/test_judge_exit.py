@@ -20,7 +20,7 @@ import time
 import pytest
 
 from kernelzero_jax.sandbox import SandboxConfig
-from kernelzero_jax.sandbox import evaluate as evaluate_lib
+from kernelzero_jax.sandbox import launchers
 
 REPO = pathlib.Path(__file__).parent.parent
 EXIT_S = 3.0  # how long the stand-in judge takes to end after it wrote its verdict
@@ -50,9 +50,9 @@ FAKE_JUDGE = textwrap.dedent(f"""
 def plain_launcher(monkeypatch, tmp_path):
   script = tmp_path / "fake_judge.py"
   script.write_text(FAKE_JUDGE + "sys.exit(fake_main(sys.argv))\n")
-  monkeypatch.setattr(evaluate_lib, "_judge_command",
+  monkeypatch.setattr(launchers, "_judge_command",
                       lambda job, result: [sys.executable, str(script), job, result])
-  return evaluate_lib.SubprocessLauncher()
+  return launchers.SubprocessLauncher()
 
 
 @pytest.fixture(name="warm")
@@ -65,7 +65,7 @@ def warm_launcher(tmp_path):
   server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
                             env=dict(os.environ, PYTHONPATH=str(REPO)), start_new_session=True)
 
-  class Served(evaluate_lib.ZygoteLauncher):
+  class Served(launchers.ZygoteLauncher):
     def _ensure_server(self):
       return path, server
 
@@ -84,8 +84,7 @@ def _judge(launcher, forge: bool = False) -> tuple[dict | None, str, float]:
   job = {"kind": "candidate", "backend": "triton", "forge": forge}
   config = SandboxConfig(device="cpu")
   t0 = time.monotonic()
-  run_judge = evaluate_lib._run_judge  # pylint: disable=protected-access
-  verdict, why, timed_out = run_judge(job, config, launcher)
+  verdict, why, timed_out = launchers.run_judge(job, config, launcher)
   assert not timed_out
   return verdict, why, time.monotonic() - t0
 

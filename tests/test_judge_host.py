@@ -23,7 +23,7 @@ import pytest
 from kernelzero_jax.sandbox import Job
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import SandboxPool
-from kernelzero_jax.sandbox import evaluate as evaluate_lib
+from kernelzero_jax.sandbox import launchers
 from kernelzero_jax.sandbox import judge_host
 
 REPO = pathlib.Path(__file__).parent.parent
@@ -251,7 +251,7 @@ def test_an_unreachable_worker_server_leaves_spawned_workers(tmp_path):
 
 
 def test_an_idle_judge_process_is_ended_by_the_server(monkeypatch):
-  real_popen = evaluate_lib.subprocess.Popen
+  real_popen = launchers.subprocess.Popen
 
   def popen(args, *a, **k):  # the warm server, with a short idle limit
     if "kernelzero_jax.sandbox.zygote" in args:
@@ -259,7 +259,7 @@ def test_an_idle_judge_process_is_ended_by_the_server(monkeypatch):
               "zygote.JUDGE_IDLE_S = 1.0; zygote.main(['zygote'] + sys.argv[1:])", *args[3:]]
     return real_popen(args, *a, **k)
 
-  monkeypatch.setattr(evaluate_lib.subprocess, "Popen", popen)
+  monkeypatch.setattr(launchers.subprocess, "Popen", popen)
   job = Job(_read("references/scaled_relu"), _read("honest/scaled_relu"), "triton", "honest")
   with SandboxPool(CONFIG, max_parallel=1) as pool:
     first = pool.evaluate([job])[0]

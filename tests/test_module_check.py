@@ -8,7 +8,7 @@ import pytest
 from kernelzero_jax.sandbox import ModuleLimits
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import validate_module
-from kernelzero_jax.sandbox.evaluate import ZygoteLauncher
+from kernelzero_jax.sandbox.launchers import ZygoteLauncher
 from kernelzero_jax.sandbox.module_check import REJECTIONS
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"

@@ -236,10 +236,10 @@ if sys.argv[3] == "kill":
 def test_a_forged_result_file_is_not_a_verdict(tmp_path, monkeypatch, ending):
   # Stands in for a candidate that writes the judge's result file and then kills the judge (or
   # lets it exit): without the secret the caller sent on stdin, the file is not believed.
-  from kernelzero_jax.sandbox import evaluate as evaluate_lib
+  from kernelzero_jax.sandbox import launchers  # pylint: disable=import-outside-toplevel
   script = tmp_path / "forging_judge.py"
   script.write_text(_FORGING_JUDGE)
-  monkeypatch.setattr(evaluate_lib, "_judge_command",
+  monkeypatch.setattr(launchers, "_judge_command",
                       lambda job, result: [sys.executable, str(script), job, result, ending])
   v = evaluate_candidate(_read("references/scaled_relu"), _read("honest/scaled_relu"), "triton",
                          SandboxConfig(device="cpu"))

@@ -24,7 +24,7 @@ import test_sandbox_faults as faults
 from kernelzero_jax.sandbox import Job
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import SandboxPool
-from kernelzero_jax.sandbox import evaluate as evaluate_lib
+from kernelzero_jax.sandbox import launchers
 
 CANDIDATES = pathlib.Path(__file__).parent / "candidates"
 
@@ -141,14 +141,14 @@ def test_a_pool_closed_during_its_warm_up_leaves_no_server():
 
 
 def test_a_server_that_cannot_start_at_the_warm_up_leaves_plain_judges(monkeypatch):
-  real_popen = evaluate_lib.subprocess.Popen
+  real_popen = launchers.subprocess.Popen
 
   def popen(args, *a, **k):
     if "kernelzero_jax.sandbox.zygote" in args:
       args = [args[0], "-c", "raise SystemExit('no server today')"]
     return real_popen(args, *a, **k)
 
-  monkeypatch.setattr(evaluate_lib.subprocess, "Popen", popen)
+  monkeypatch.setattr(launchers.subprocess, "Popen", popen)
   with SandboxPool(SandboxConfig(device="cpu", num_correct_trials=1), max_parallel=1) as pool:
     pool.warm_up(wait=True)  # does not raise
     assert "no server today" in pool.launcher.start_failure
@@ -182,7 +182,7 @@ def test_a_server_killed_mid_judgement_gets_the_job_judged_again():
 
 
 def test_the_server_refuses_a_malformed_request():
-  launcher = evaluate_lib.ZygoteLauncher("cpu")
+  launcher = launchers.ZygoteLauncher("cpu")
   try:
     path, _ = launcher._ensure_server()  # pylint: disable=protected-access
     for payload, fds in ((b"not json\n", True), (b'{"job_path": "x"}\n', True),
@@ -274,14 +274,14 @@ def test_unknown_launcher_is_refused():
   with pytest.raises(ValueError, match="launcher"):
     SandboxPool(SandboxConfig(device="cpu"), launcher="threads")
   with pytest.raises(ValueError, match="device"):
-    evaluate_lib.ZygoteLauncher("tpu")
+    launchers.ZygoteLauncher("tpu")
 
 
 def test_a_server_that_cannot_start_leaves_plain_judges(monkeypatch):
   # E.g. an import that initialises CUDA: the server refuses to serve. Every job is still
   # judged (by plain judges), and the launcher stops trying to start servers.
-  launcher = evaluate_lib.ZygoteLauncher("cpu")
-  real_popen = evaluate_lib.subprocess.Popen
+  launcher = launchers.ZygoteLauncher("cpu")
+  real_popen = launchers.subprocess.Popen
   starts = []
 
   def popen(args, *a, **k):
@@ -290,7 +290,7 @@ def test_a_server_that_cannot_start_leaves_plain_judges(monkeypatch):
       args = [args[0], "-c", "raise SystemExit('no server today')"]
     return real_popen(args, *a, **k)
 
-  monkeypatch.setattr(evaluate_lib.subprocess, "Popen", popen)
+  monkeypatch.setattr(launchers.subprocess, "Popen", popen)
   config = SandboxConfig(device="cpu", num_correct_trials=1)
   pool = SandboxPool(config, max_parallel=1)
   pool.launcher = launcher

@@ -205,7 +205,7 @@ def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch
                         judge_process={"pid": 6, "job": 2}, ops=["mm"],
                         judged_again=kept_workers_failure)
   judge = _Recorder(first, _verdict(V.CORRECT))
-  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  monkeypatch.setattr(evaluate_lib, "run_judge", judge)
   verdict = evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED, facts_path="f.json")
   assert verdict.status == V.CORRECT
   assert verdict.evidence["shared_gpu_oom"] == [OOM_REASONS["torch"]]
@@ -223,7 +223,7 @@ def test_the_candidate_is_judged_again_alone_and_that_verdict_counts(monkeypatch
 def test_the_pool_tells_each_judge_how_many_judges_share_its_gpu(monkeypatch, max_parallel,
                                                                  gpus, judges):
   judge = _Recorder(_verdict(V.CORRECT))
-  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  monkeypatch.setattr(evaluate_lib, "run_judge", judge)
   pool = evaluate_lib.SandboxPool(SHARED, max_parallel=max_parallel, gpu_indices=gpus,
                                   launcher="subprocess")
   pool.evaluate([evaluate_lib.Job("ref", "cand", "triton")])
@@ -235,7 +235,7 @@ def test_the_pool_tells_each_judge_how_many_judges_run_at_once(monkeypatch, cand
                                                                 judges_at_once):
   # at most max_parallel (4), and no more than the batch has candidates
   judge = _Recorder(*[_verdict(V.CORRECT) for _ in range(candidates)])
-  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  monkeypatch.setattr(evaluate_lib, "run_judge", judge)
   pool = evaluate_lib.SandboxPool(SHARED, max_parallel=4, gpu_indices=(0, 1),
                                   launcher="subprocess")
   pool.evaluate([evaluate_lib.Job("ref", f"cand{i}", "triton") for i in range(candidates)])
@@ -245,7 +245,7 @@ def test_the_pool_tells_each_judge_how_many_judges_run_at_once(monkeypatch, cand
 def test_an_oom_with_the_gpu_alone_is_the_candidates_failure(monkeypatch):
   judge = _Recorder(_verdict(V.RUNTIME_ERROR, OOM_REASONS["worker"]),
                     _verdict(V.RUNTIME_ERROR, OOM_REASONS["driver"]))
-  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  monkeypatch.setattr(evaluate_lib, "run_judge", judge)
   verdict = evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED)
   assert verdict.status == V.RUNTIME_ERROR and verdict.reasons == [OOM_REASONS["driver"]]
   assert len(judge.jobs) == 2  # judged again once, not until it passes
@@ -255,7 +255,7 @@ def test_an_oom_with_the_gpu_alone_is_the_candidates_failure(monkeypatch):
                                    _verdict(V.CORRECT)])
 def test_other_verdicts_are_judged_once(monkeypatch, first):
   judge = _Recorder(first)
-  monkeypatch.setattr(evaluate_lib, "_run_judge", judge)
+  monkeypatch.setattr(evaluate_lib, "run_judge", judge)
   assert evaluate_lib.evaluate_candidate("ref", "cand", "triton", SHARED).status == first.status
   assert len(judge.jobs) == 1
 

@@ -7,7 +7,7 @@ CPU per candidate, more than judging a small Triton kernel takes. This server im
 never touches a GPU, and forks judge processes; a judge forks its first worker before it creates
 a CUDA context (worker_handle.WORKER_START). Every candidate still gets a process of its own that
 shares nothing with the reference or the comparison, exactly as with the plain launcher
-(evaluate.SubprocessLauncher), and the judge's code is the same.
+(launchers.SubprocessLauncher), and the judge's code is the same.
 
 A judge process serves up to SandboxConfig.jobs_per_judge() jobs of one device and GPU in turn
 (judge_host.py: on a GPU it keeps its CUDA context; its later workers come from a worker server
@@ -40,7 +40,7 @@ import sys
 import time
 import traceback
 
-from kernelzero_jax.sandbox.evaluate import kill_group
+from kernelzero_jax.sandbox.launchers import kill_group
 
 # How long the server sleeps between looks at whether its caller is still there. It wakes at once
 # for a new request and, through each judge's pidfd, for a judge's end: before pidfds it found
