@@ -15,11 +15,14 @@
 #            reference's second model built before its first timing), `pristine` and `w16`
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
+#   overhead benchmarks.trial_overhead (about a minute): where the 2.3-4.5 ms that each candidate
+#            timing trial costs beyond its measured time goes (the reference's reused input set
+#            costs 0.25-0.6 ms), for 4 problems
 # Each run takes about 3-5 minutes on an H200 (triton: 4 paths of 21 candidates, about 4). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
-out=${1:?output directory}; run=${2:?run: l2batch, l1batch or triton}; kb=${3:-.kb}
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton or overhead}; kb=${3:-.kb}
 mkdir -p "$out/$run"
 common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
@@ -32,12 +35,18 @@ case "$run" in
   triton) args=(--backends=triton --max_teacher=4 --max_parallel=1
                 --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
 zygote:lite_pch:t0.25:w16) ;;
+  overhead) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
 git rev-parse HEAD > "$out/$run/commit.txt" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$run/gpu.txt" 2>/dev/null
-timeout "${LIMIT_S:-560}" python -m benchmarks.sandbox_throughput "${common[@]}" "${args[@]}" \
-    > "$out/$run/console.txt" 2>&1
+if [ "$run" = overhead ]; then
+  timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
+      --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1
+else
+  timeout "${LIMIT_S:-560}" python -m benchmarks.sandbox_throughput "${common[@]}" "${args[@]}" \
+      > "$out/$run/console.txt" 2>&1
+fi
 echo "$run: exit $?"
 tail -30 "$out/$run/console.txt" | cut -c1-300
 gzip -f "$out/$run"/*.jsonl "$out/$run"/*.json 2>/dev/null

@@ -1,0 +1,191 @@
+r"""What a candidate's timing trial costs beyond the time it measures, and where that goes.
+
+    python -m benchmarks.trial_overhead --kernelbench_dir=.kb --out=/tmp/trial_overhead.json
+
+The stored verdicts of every batch on an H200 (benchmarks/results) say that a candidate's timing
+step took 2.3-4.5 ms per trial more than its trials measured (11.6 ms for level 1 problem 4),
+against 0.25-0.6 ms for the reference's in the same runs. The reference's trials reuse one input
+set (SandboxConfig.reference_reuses_inputs); before they did, they cost about 3 ms more too. So
+the fresh input set each candidate trial gets (problem.make_inputs, anti-replay) is the suspect:
+in the batch of 259 that is about 24 s of the 101 s the candidates' timings held the GPU alone,
+and 0.1-0.4 s of a lone Triton candidate's 1.3-1.7 s. This finds out, per problem, on one GPU:
+
+- `seed_ms`: torch.manual_seed (every generator: the CPU's, CUDA's, and the lazy XPU/MPS calls
+  torch makes), and `seed_cpu_ms`, `seed_cuda_ms`, `seed_other_ms` for its parts;
+- `device_ctx_ms`: entering and leaving `with torch.device(device)` (make_inputs' context);
+- `get_inputs_ms`: get_inputs() under that context, to its tensors being ready (synchronised);
+- `make_inputs_ms`: problem.make_inputs, the whole call, synchronised; `make_gpu_ms`: its GPU
+  time (CUDA events);
+- `trial_fresh_ms`, `trial_reused_ms`: timing.time_forward's wall time per call beyond what it
+  measured, for a forward that launches nothing (it returns its first input), with a fresh input
+  set per trial and with one reused: the sandbox's loop itself;
+- the Python functions that make_inputs spends its time in (cProfile, `--profile_top`). On the
+  CPU here, torch.manual_seed formats the caller's stack for each backend it seeds lazily (XPU,
+  MTIA, and CUDA until initialised): 0.18 ms a call 15 frames deep, 0.002 ms without those.
+
+Medians over `--calls` calls each. `--device=cpu` runs the same on the CPU (a smoke test).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import time
+from typing import Any, Callable
+
+from absl import app
+from absl import flags
+
+_KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench root (levels 1 and 2).")
+_PROBLEMS = flags.DEFINE_list(
+    "problems", ["level2/12_", "level1/1_", "level1/19_", "level1/4_"],
+    "Problems by key prefix (level2/12_ is level 2 problem 12).")
+_DEVICE = flags.DEFINE_enum("device", "cuda", ["cuda", "cpu"], "Where inputs are made.")
+_CALLS = flags.DEFINE_integer("calls", 50, "Calls per measurement.")
+_PROFILE_TOP = flags.DEFINE_integer("profile_top", 15,
+                                    "Functions shown from cProfile (by cumulative time).")
+_OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+
+def _median_ms(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> float:
+  """Median wall time of fn() in ms, each call synchronised after (one untimed call first)."""
+  fn()
+  sync()
+  times = []
+  for _ in range(calls):
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    times.append((time.perf_counter() - t0) * 1e3)
+  return round(statistics.median(times), 4)
+
+
+def _seed_parts(torch) -> dict[str, Callable[[int], Any]]:
+  """torch.manual_seed and what it calls (torch/random.py), each on its own."""
+  def other(seed: int) -> None:
+    for name in ("mps", "xpu"):
+      module = getattr(torch, name, None)
+      if module is not None and not module._is_in_bad_fork():  # pylint: disable=protected-access
+        getattr(module, "manual_seed_all", getattr(module, "manual_seed", None))(seed)
+  parts = {"seed_ms": torch.manual_seed, "seed_cpu_ms": torch.default_generator.manual_seed,
+           "seed_other_ms": other}
+  if torch.cuda.is_available() and torch.cuda.is_initialized():
+    parts["seed_cuda_ms"] = torch.cuda.manual_seed_all
+  return parts
+
+
+def _gpu_ms(torch, fn: Callable[[], Any], calls: int) -> float | None:
+  """Median GPU time of fn() in ms (CUDA events around it), None on the CPU."""
+  if not torch.cuda.is_available():
+    return None
+  times = []
+  for _ in range(calls):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    times.append(start.elapsed_time(end))
+  return round(statistics.median(times), 4)
+
+
+def _trial_overhead_ms(timing, timer, make: Callable[[int], list], calls: int,
+                       reuse: bool) -> float:
+  """timing.time_forward's wall time per call beyond what it measured (warm-up calls included),
+  for a forward that launches nothing."""
+  seeds = list(range(1000, 1000 + 3 + calls))
+  t0 = time.perf_counter()
+  res = timing.time_forward(timer, lambda *xs: xs[0], make, seeds, warmup=3, target_s=1e9,
+                            min_trials=calls, reuse_inputs=reuse)
+  wall_ms = (time.perf_counter() - t0) * 1e3
+  measured = sum(res["times_ms"]) * (res["trials"] + 3) / max(res["trials"], 1)
+  return round((wall_ms - measured) / (res["trials"] + 3), 4)
+
+
+class _WallTimer:
+  """timing.Timer's interface on the CPU (no events): wall time of each call."""
+
+  last_stream_ms = None
+
+  def time_call(self, fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t0) * 1e3, out
+
+
+def measure(source: str, device_name: str, calls: int, profile_top: int) -> dict[str, Any]:
+  """The measurements of the module docstring for one reference `source`."""
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import problem, timing  # pylint: disable=import-outside-toplevel
+  device = torch.device(device_name)
+  cuda = device.type == "cuda"
+  sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+  module = problem.load_module(source, "kz_trial_overhead_reference")
+  get_inputs = module.get_inputs
+  row: dict[str, Any] = {"input_bytes": problem.input_bytes(get_inputs)}
+  counter = iter(range(10**9))
+  for name, seed_fn in _seed_parts(torch).items():
+    row[name] = _median_ms(lambda f=seed_fn: f(next(counter)), calls, lambda: None)
+
+  def in_context():
+    with torch.device(device):
+      pass
+  row["device_ctx_ms"] = _median_ms(in_context, calls, lambda: None)
+
+  def get():
+    with torch.device(device):
+      return list(get_inputs())
+  row["get_inputs_ms"] = _median_ms(get, calls, sync)
+  make = lambda seed: problem.make_inputs(get_inputs, seed, device)
+  row["make_inputs_ms"] = _median_ms(lambda: make(next(counter)), calls, sync)
+  row["make_gpu_ms"] = _gpu_ms(torch, lambda: make(next(counter)), calls) if cuda else None
+  timer = timing.Timer(device) if cuda else _WallTimer()
+  row["trial_fresh_ms"] = _trial_overhead_ms(timing, timer, make, calls, reuse=False)
+  row["trial_reused_ms"] = _trial_overhead_ms(timing, timer, make, calls, reuse=True)
+  del timer
+  profiler = cProfile.Profile()
+  profiler.enable()
+  for _ in range(calls):
+    make(next(counter))
+    sync()
+  profiler.disable()
+  text = io.StringIO()
+  pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(profile_top)
+  row["profile"] = [line for line in text.getvalue().splitlines() if line.strip()][-profile_top:]
+  if cuda:
+    torch.cuda.empty_cache()
+  return row
+
+
+def main(argv: list[str]) -> None:
+  del argv
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.tasks import kernelbench  # pylint: disable=import-outside-toplevel
+  if _DEVICE.value == "cuda":
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # the context, before any measurement
+  tasks = kernelbench.list_tasks(_KB.value)
+  results: dict[str, Any] = {"device": (torch.cuda.get_device_name() if _DEVICE.value == "cuda"
+                                        else "cpu"),
+                             "torch": torch.__version__, "calls": _CALLS.value, "problems": {}}
+  for prefix in _PROBLEMS.value:
+    matches = [t for t in tasks if t.key.startswith(prefix)]
+    if len(matches) != 1:
+      raise app.UsageError(f"--problems: {prefix!r} names {len(matches)} problems, not one")
+    task = matches[0]
+    row = measure(task.source, _DEVICE.value, _CALLS.value, _PROFILE_TOP.value)
+    results["problems"][task.key] = row
+    print(f"{task.key} ({row['input_bytes']} input bytes): " + ", ".join(
+        f"{k} {v}" for k, v in row.items() if k.endswith("_ms")), flush=True)
+    for line in row["profile"]:
+      print("    " + line)
+  if _OUT.value:
+    with open(_OUT.value, "w", encoding="utf-8") as f:
+      json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+  app.run(main)
