@@ -53,7 +53,10 @@ with `secondfirst`, a Triton judge that times the reference first building its s
 before that timing, however long the first took (KZ_SECOND_REFERENCE_AFTER=0:
 judge_reference.SECOND_REFERENCE_AFTER_S); with `pristine`, each check's input set copied before
 the reference's forward and the worker's compared with that copy, instead of with the reference's
-inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept). The trailing flags
+inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept); with `allseed`,
+input sets and models seeded by torch.manual_seed, which also queues the seed for backends no
+sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch).
+The trailing flags
 come in any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
 time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -101,11 +104,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "regup", "secondfirst", "pristine")
+              "seqlaunch", "regup", "secondfirst", "pristine", "allseed")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:pristine][:tS][:pN][:fN][:wN]"
-             "[:wuN]")
+             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:pristine][:allseed][:tS][:pN][:fN]"
+             "[:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -259,6 +262,9 @@ class BenchPath(NamedTuple):
   # a check's inputs compared with the reference's after its forward, made again only where they
   # differ (Judge._inputs_kept), not with a copy made before it
   inputs_against_reference: bool = True
+  # input sets and models seeded by torch.manual_seed, every backend's seeding queued
+  # (problem.seed_torch), not the CPU's and CUDA's alone
+  seed_all_backends: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -276,7 +282,7 @@ def parse_path(path: str) -> BenchPath:
   `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `regup`: large
   models moved to the GPU from their pages page-locked in place; `secondfirst`: a reference's
   second model built before the timing measured first; `pristine`: a check's inputs compared
-  with a copy made before the reference's forward)."""
+  with a copy made before the reference's forward; `allseed`: seeding by torch.manual_seed)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -317,7 +323,7 @@ def parse_path(path: str) -> BenchPath:
                    "refregen" not in flags_given, "gcscan" not in flags_given,
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
                    "regup" in flags_given, "secondfirst" not in flags_given,
-                   "pristine" not in flags_given)
+                   "pristine" not in flags_given, "allseed" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -325,11 +331,12 @@ def _server_env(path: BenchPath):
   inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
   KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels),
   KZ_SECOND_REFERENCE_AFTER (Judge._second_reference_after), KZ_INPUTS_AGAINST_REFERENCE
-  (Judge._inputs_kept)."""
+  (Judge._inputs_kept), KZ_SEED_ALL_BACKENDS (problem.seed_torch)."""
   wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
             "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers,
             "KZ_SECOND_REFERENCE_AFTER": path.second_reference_after,
-            "KZ_INPUTS_AGAINST_REFERENCE": path.inputs_against_reference}
+            "KZ_INPUTS_AGAINST_REFERENCE": path.inputs_against_reference,
+            "KZ_SEED_ALL_BACKENDS": path.seed_all_backends}
   return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
 
 

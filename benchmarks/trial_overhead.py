@@ -10,15 +10,18 @@ the fresh input set each candidate trial gets (problem.make_inputs, anti-replay)
 in the batch of 259 that is about 24 s of the 101 s the candidates' timings held the GPU alone,
 and 0.1-0.4 s of a lone Triton candidate's 1.3-1.7 s. This finds out, per problem, on one GPU:
 
-- `seed_ms`: torch.manual_seed (every generator: the CPU's, CUDA's, and the lazy XPU/MPS calls
-  torch makes), and `seed_cpu_ms`, `seed_cuda_ms`, `seed_other_ms` for its parts;
+- `seed_ms`: torch.manual_seed (every generator: the CPU's, CUDA's, and the lazy XPU/MTIA/MPS
+  calls torch makes), and `seed_cpu_ms`, `seed_cuda_ms`, `seed_other_ms` for its parts;
+  `seed_torch_ms`: problem.seed_torch, which make_inputs seeds with (the CPU's and CUDA's alone);
 - `device_ctx_ms`: entering and leaving `with torch.device(device)` (make_inputs' context);
 - `get_inputs_ms`: get_inputs() under that context, to its tensors being ready (synchronised);
-- `make_inputs_ms`: problem.make_inputs, the whole call, synchronised; `make_gpu_ms`: its GPU
-  time (CUDA events);
+- `make_inputs_ms`: problem.make_inputs, the whole call, synchronised (`..._allseed_ms`: seeded by
+  torch.manual_seed, KZ_SEED_ALL_BACKENDS=1, as before problem.seed_torch); `make_gpu_ms`: its
+  GPU time (CUDA events);
 - `trial_fresh_ms`, `trial_reused_ms`: timing.time_forward's wall time per call beyond what it
   measured, for a forward that launches nothing (it returns its first input), with a fresh input
-  set per trial and with one reused: the sandbox's loop itself;
+  set per trial and with one reused: the sandbox's loop itself (`trial_fresh_allseed_ms`: fresh
+  sets seeded by torch.manual_seed);
 - the Python functions that make_inputs spends its time in (cProfile, `--profile_top`). On the
   CPU here, torch.manual_seed formats the caller's stack for each backend it seeds lazily (XPU,
   MTIA, and CUDA until initialised): 0.18 ms a call 15 frames deep, 0.002 ms without those.
@@ -31,10 +34,12 @@ from __future__ import annotations
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import time
 from typing import Any, Callable
+from unittest import mock
 
 from absl import app
 from absl import flags
@@ -63,15 +68,15 @@ def _median_ms(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> f
   return round(statistics.median(times), 4)
 
 
-def _seed_parts(torch) -> dict[str, Callable[[int], Any]]:
-  """torch.manual_seed and what it calls (torch/random.py), each on its own."""
+def _seed_parts(torch, seed_torch) -> dict[str, Callable[[int], Any]]:
+  """torch.manual_seed and what it calls (torch/random.py), each on its own, and `seed_torch`."""
   def other(seed: int) -> None:
-    for name in ("mps", "xpu"):
+    for name in ("mps", "xpu", "mtia"):
       module = getattr(torch, name, None)
       if module is not None and not module._is_in_bad_fork():  # pylint: disable=protected-access
         getattr(module, "manual_seed_all", getattr(module, "manual_seed", None))(seed)
   parts = {"seed_ms": torch.manual_seed, "seed_cpu_ms": torch.default_generator.manual_seed,
-           "seed_other_ms": other}
+           "seed_other_ms": other, "seed_torch_ms": seed_torch}
   if torch.cuda.is_available() and torch.cuda.is_initialized():
     parts["seed_cuda_ms"] = torch.cuda.manual_seed_all
   return parts
@@ -127,7 +132,7 @@ def measure(source: str, device_name: str, calls: int, profile_top: int) -> dict
   get_inputs = module.get_inputs
   row: dict[str, Any] = {"input_bytes": problem.input_bytes(get_inputs)}
   counter = iter(range(10**9))
-  for name, seed_fn in _seed_parts(torch).items():
+  for name, seed_fn in _seed_parts(torch, problem.seed_torch).items():
     row[name] = _median_ms(lambda f=seed_fn: f(next(counter)), calls, lambda: None)
 
   def in_context():
@@ -140,11 +145,16 @@ def measure(source: str, device_name: str, calls: int, profile_top: int) -> dict
       return list(get_inputs())
   row["get_inputs_ms"] = _median_ms(get, calls, sync)
   make = lambda seed: problem.make_inputs(get_inputs, seed, device)
+  all_seeded = lambda: mock.patch.dict(os.environ, {"KZ_SEED_ALL_BACKENDS": "1"})
   row["make_inputs_ms"] = _median_ms(lambda: make(next(counter)), calls, sync)
+  with all_seeded():
+    row["make_inputs_allseed_ms"] = _median_ms(lambda: make(next(counter)), calls, sync)
   row["make_gpu_ms"] = _gpu_ms(torch, lambda: make(next(counter)), calls) if cuda else None
   timer = timing.Timer(device) if cuda else _WallTimer()
   row["trial_fresh_ms"] = _trial_overhead_ms(timing, timer, make, calls, reuse=False)
   row["trial_reused_ms"] = _trial_overhead_ms(timing, timer, make, calls, reuse=True)
+  with all_seeded():
+    row["trial_fresh_allseed_ms"] = _trial_overhead_ms(timing, timer, make, calls, reuse=False)
   del timer
   profiler = cProfile.Profile()
   profiler.enable()

@@ -170,7 +170,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
-                                                 + (True,) * 4 + (None, False, True, True))
+                                                 + (True,) * 4 + (None, False, True, True, False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -251,6 +251,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite_pch:reuse:gpu4:pristine") == path(
       "zygote:lite_pch:reuse:gpu4:pristine", lite=3, concurrency=4,
       inputs_against_reference=False)
+  assert parse_path("zygote:lite_pch:t0.25:allseed:w16") == path(
+      "zygote:lite_pch:t0.25:allseed:w16", lite=3, timing_target_s=0.25, seed_all_backends=True,
+      candidates_per_worker=16)
   assert parse_path("zygote:lite_pch:p8:nofence:t0.1") == path(
       "zygote:lite_pch:p8:nofence:t0.1", lite=3, parallel=8, fenced=False, timing_target_s=0.1)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",
@@ -260,7 +263,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:torchcmp:torchcmp", "zygote:fast:alone:gpu4", "zygote:fast:t0",
               "zygote:fast:t0.1:t0.2", "zygote:fast:t", "zygote:fast:t-1", "zygote:fast:t0.1:gpu4",
               "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:wu0", "zygote:fast:wu1:wu2", "zygote:fast:regup:regup",
-              "zygote:fast:pristine:pristine", "zygote:fast:refafter:refafter",
+              "zygote:fast:pristine:pristine", "zygote:fast:allseed:allseed",
+              "zygote:fast:refafter:refafter",
               "zygote:fast:release:release", "zygote:fast:release:gpu4",
               "zygote:fast:nowarm:nowarm", "zygote:fast:nosetup:nosetup",
               "zygote:fast:nosetup:gpu4", "zygote:fast:nofence:nofence", "zygote:fast:p0",

@@ -39,7 +39,8 @@ def test_a_slow_input_set_is_counted_in_fresh_trials_and_once_in_reused_ones():
   # 11 calls (3 warm-up) share one 3 ms input set
   assert row["trial_reused_ms"] < 3.0 / 2
   assert row["make_gpu_ms"] is None  # no events on the CPU
-  for key in ("seed_ms", "seed_cpu_ms", "seed_other_ms", "device_ctx_ms"):
+  assert row["make_inputs_allseed_ms"] >= 3.0 and row["trial_fresh_allseed_ms"] >= 3.0
+  for key in ("seed_ms", "seed_cpu_ms", "seed_other_ms", "seed_torch_ms", "device_ctx_ms"):
     assert 0.0 <= row[key] < 3.0, key
   assert any("get_inputs" in line for line in row["profile"]), row["profile"]
 

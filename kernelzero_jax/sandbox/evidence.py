@@ -163,6 +163,10 @@ class IntegritySnapshot:
         "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
         "time.time": time.time, "time.monotonic": time.monotonic,
         "torch.manual_seed": torch.manual_seed, "torch.equal": torch.equal,
+        # what problem.seed_torch seeds input sets with (a generator rebound, or a seeding made
+        # a no-op, would let a candidate's timing see the same inputs trial after trial)
+        "torch.cuda.manual_seed_all": torch.cuda.manual_seed_all,
+        "torch.default_generator": torch.default_generator,
         "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.detach": torch.Tensor.detach,
         "torch.nn.Module.__call__": torch.nn.Module.__call__,
         "torch.nn.Module._call_impl": torch.nn.Module._call_impl,
@@ -181,6 +185,8 @@ class IntegritySnapshot:
           "torch.cuda.Stream.synchronize": torch.cuda.Stream.synchronize,
           "torch.profiler.profile": torch.profiler.profile,
       })
+    if torch.cuda.is_initialized():  # (CUDA's initialisation sets the tuple)
+      targets["torch.cuda.default_generators"] = torch.cuda.default_generators
     # Every function of this package's modules that are loaded in the worker.
     for modname, mod in list(sys.modules.items()):
       if modname.startswith("kernelzero_jax.") and mod is not None:
