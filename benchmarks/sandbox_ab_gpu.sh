@@ -10,15 +10,17 @@
 #            warm-up call per timing)
 #   l1batch  level-1 CUDA candidates (2 copies), 24 judges at once: the default against
 #            `pristine` (each check's inputs copied before the reference's forward, as before
-#            Judge._inputs_kept)
+#            Judge._inputs_kept) and `allseed` (input sets seeded by torch.manual_seed, as before
+#            problem.seed_torch)
 #   triton   Triton candidates one at a time: the default against `secondfirst` (the
-#            reference's second model built before its first timing), `pristine` and `w16`
+#            reference's second model built before its first timing), `pristine`, `allseed` and
+#            `w16`
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
 #   overhead benchmarks.trial_overhead (about a minute): where the 2.3-4.5 ms that each candidate
 #            timing trial costs beyond its measured time goes (the reference's reused input set
 #            costs 0.25-0.6 ms), for 4 problems
-# Each run takes about 3-5 minutes on an H200 (triton: 4 paths of 21 candidates, about 4). Writes
+# Each run takes about 3-5 minutes on an H200 (triton: 5 paths of 21 candidates, about 5). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
@@ -31,10 +33,11 @@ case "$run" in
                  --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup,zygote:lite_pch:reuse:gpu4:wu1) ;;
   l1batch) args=(--backends=cuda --extras=false --problem_regex='level1/' --copies=2
                  --max_parallel=24 --timing_target_s=0.25
-                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pristine) ;;
+                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pristine,\
+zygote:lite_pch:reuse:gpu4:allseed) ;;
   triton) args=(--backends=triton --max_teacher=4 --max_parallel=1
                 --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
-zygote:lite_pch:t0.25:w16) ;;
+zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
   overhead) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
