@@ -474,6 +474,7 @@ def run() -> dict:
     startup = _startup_medians(rows)
     spread = copy_spread(rows)
     after = after_forward(rows)
+    overhead = trial_overhead(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     # from the build's end to the first hold's request (judge.py: nothing of it holds the GPU)
     to_hold = _median([ev["build_to_hold_s"] for r in rows
@@ -511,6 +512,7 @@ def run() -> dict:
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
+                     "trial_overhead": overhead,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
@@ -579,6 +581,10 @@ def run() -> dict:
     if after["timed"]:
       print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
             f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")
+    for side, o in overhead.items():
+      if o["timed"]:
+        print(f"a {side} timing trial beyond its measurement (median of {o['timed']}): "
+              f"{o['beyond_ms']} ms, its input set {o['inputs_ms']} ms of it")
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -704,6 +710,19 @@ def after_forward(rows: list[dict]) -> dict[str, Any]:
           "median_ms": round(statistics.median(values), 4) if values else None,
           "max_ms": round(max(values), 4) if values else None,
           "over_1ms": sum(v > 1.0 for v in values)}
+
+
+def trial_overhead(rows: list[dict]) -> dict[str, Any]:
+  """What each side's timing trials cost beyond their measurement, median over candidates
+  (evidence["timing_loop_ms"], timing.time_forward's inputs_ms and beyond_ms): the candidate's
+  on a fresh input set per trial, the reference's on one it reuses, where measured here."""
+  out: dict[str, Any] = {}
+  for side in ("candidate", "reference"):
+    loops = [d[side] for r in rows if side in (d := (r.get("evidence") or {}).get(
+        "timing_loop_ms") or {})]
+    out[side] = {"timed": len(loops), **{key: _median([d[key] for d in loops if key in d])
+                                         for key in ("inputs_ms", "beyond_ms")}}
+  return out
 
 
 def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:

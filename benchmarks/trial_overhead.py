@@ -18,9 +18,10 @@ and 0.1-0.4 s of a lone Triton candidate's 1.3-1.7 s. This finds out, per proble
 - `make_inputs_ms`: problem.make_inputs, the whole call, synchronised (`..._allseed_ms`: seeded by
   torch.manual_seed, KZ_SEED_ALL_BACKENDS=1, as before problem.seed_torch); `make_gpu_ms`: its
   GPU time (CUDA events);
-- `trial_fresh_ms`, `trial_reused_ms`: timing.time_forward's wall time per call beyond what it
-  measured, for a forward that launches nothing (it returns its first input), with a fresh input
-  set per trial and with one reused: the sandbox's loop itself (`trial_fresh_allseed_ms`: fresh
+- `trial_fresh_ms`, `trial_reused_ms`: what timing.time_forward says a timed trial cost beyond its
+  measurement (beyond_ms, as in every verdict's evidence["timing_loop_ms"] since this script),
+  for a forward that launches nothing (it returns its first input), with a fresh input set per
+  trial and with one reused: the sandbox's loop itself (`trial_fresh_allseed_ms`: fresh
   sets seeded by torch.manual_seed);
 - the Python functions that make_inputs spends its time in (cProfile, `--profile_top`). On the
   CPU here, torch.manual_seed formats the caller's stack for each backend it seeds lazily (XPU,
@@ -99,15 +100,12 @@ def _gpu_ms(torch, fn: Callable[[], Any], calls: int) -> float | None:
 
 def _trial_overhead_ms(timing, timer, make: Callable[[int], list], calls: int,
                        reuse: bool) -> float:
-  """timing.time_forward's wall time per call beyond what it measured (warm-up calls included),
-  for a forward that launches nothing."""
+  """What timing.time_forward says a timed trial cost beyond its measurement (its beyond_ms,
+  as in verdicts' evidence["timing_loop_ms"]), for a forward that launches nothing."""
   seeds = list(range(1000, 1000 + 3 + calls))
-  t0 = time.perf_counter()
   res = timing.time_forward(timer, lambda *xs: xs[0], make, seeds, warmup=3, target_s=1e9,
                             min_trials=calls, reuse_inputs=reuse)
-  wall_ms = (time.perf_counter() - t0) * 1e3
-  measured = sum(res["times_ms"]) * (res["trials"] + 3) / max(res["trials"], 1)
-  return round((wall_ms - measured) / (res["trials"] + 3), 4)
+  return res["beyond_ms"]
 
 
 class _WallTimer:

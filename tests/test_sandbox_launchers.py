@@ -420,6 +420,19 @@ def test_the_throughput_benchmark_takes_medians_of_each_step():
       "judge": {"reference": 1.0}}
   assert _startup_medians([]) == {"worker": {}, "judge": {}}
 
+def test_the_benchmark_summarises_what_timing_trials_cost_beyond_their_measurement():
+  from benchmarks.sandbox_throughput import trial_overhead  # pylint: disable=import-outside-toplevel
+  loop = lambda **sides: {"evidence": {"timing_loop_ms": sides}}
+  rows = [loop(candidate={"inputs_ms": 2.0, "beyond_ms": 2.5}),
+          loop(candidate={"inputs_ms": 4.0, "beyond_ms": 4.5},
+               reference={"inputs_ms": 0.0, "beyond_ms": 0.3}),
+          loop(candidate={"beyond_ms": 9.0}), {"evidence": {}}, {}]
+  assert trial_overhead(rows) == {
+      "candidate": {"timed": 3, "inputs_ms": 3.0, "beyond_ms": 4.5},
+      "reference": {"timed": 1, "inputs_ms": 0.0, "beyond_ms": 0.3}}
+  assert trial_overhead([]) == {"candidate": {"timed": 0, "inputs_ms": None, "beyond_ms": None},
+                                "reference": {"timed": 0, "inputs_ms": None, "beyond_ms": None}}
+
 
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel

@@ -74,7 +74,9 @@ class _TimingWorker:
   def request(self, msg, timeout_s, stage):
     del timeout_s, stage
     assert msg["cmd"] == "time" and msg["audit_positions"] == []
-    return {"ok": True, "median_ms": 1.0, "trials": 12, "audits": [], "after_forward_ms": 0.5}
+    # (a worker's numbers are read, never trusted: one that is not finite is dropped)
+    return {"ok": True, "median_ms": 1.0, "trials": 12, "audits": [], "after_forward_ms": 0.5,
+            "inputs_ms": 2.0, "beyond_ms": float("nan")}
 
 
 def test_shared_facts_keep_the_first_measurement_of_each_fact(tmp_path):
@@ -136,7 +138,8 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   monkeypatch.setattr(timing, "Timer", timers.append)
   monkeypatch.setattr(timing, "time_forward",
                       lambda *a, **k: measured.append(1) or {"median_ms": 2.0, "trials": 10,
-                                                              "after_forward_ms": 0.25})
+                                                              "after_forward_ms": 0.25,
+                                                              "inputs_ms": 0.0, "beyond_ms": 0.3})
   config = dataclasses.replace(CONFIG, num_audits=0, reuse_reference=how != "shared, reuse off")
   facts_path = str(tmp_path / "facts.json")
   judge = judge_on_the_cpu(config, facts_path, known)
@@ -154,10 +157,13 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
     assert v.evidence["reference_reused"] == ["timing"]
     assert v.evidence["timing_trials"] == {"reference": 7, "candidate": 12}
     assert v.evidence["timing_after_forward_ms"] == {"candidate": 0.5}  # only what was measured
+    assert v.evidence["timing_loop_ms"] == {"candidate": {"inputs_ms": 2.0}}
   else:
     assert measured == [1] and len(timers) == 1 and v.reference_ms == 2.0
     assert "reference_reused" not in v.evidence
     assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
+    assert v.evidence["timing_loop_ms"] == {"reference": {"inputs_ms": 0.0, "beyond_ms": 0.3},
+                                            "candidate": {"inputs_ms": 2.0}}
   assert v.reference_facts == {"reference_ms": v.reference_ms, "compile_ms": None,
                                "reference_trials": 7 if known else 10}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -36,6 +38,7 @@ def test_the_timing_reports_the_median_time_past_forwards_end_on_its_stream(stre
   result = timing.time_forward(timer, lambda x: x, lambda seed: [seed], seeds, warmup=2,
                                target_s=0.05, min_trials=3)
   assert timer.calls == seeds[:7]  # one fresh input set per call, in order
+  assert all(isinstance(result.pop(k), float) for k in ("inputs_ms", "beyond_ms"))  # (wall times)
   assert result == {"median_ms": 11.0, "times_ms": [10.0, 12.0, 11.0, 30.0, 10.0], "trials": 5,
                     "after_forward_ms": 2.0 if stream else None, "input_sets": 7}
 
@@ -105,3 +108,22 @@ def test_without_reuse_every_trial_has_a_fresh_set_even_when_nothing_changed():
   result = timing.time_forward(timer, lambda x: x, make, list(range(100, 120)), warmup=2,
                                target_s=0.05, min_trials=3)
   assert make.seeds == list(range(100, 107)) and result["input_sets"] == 7
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_a_trials_wall_time_beyond_its_measurement_holds_its_input_set(reuse):
+  """A 3 ms input set, a timer that says 1 ms at once: each fresh trial's 3 ms are reported in
+  inputs_ms and beyond_ms (less the 1 ms it says it measured); reused, the set is made once,
+  before the timed trials."""
+  def slow(seed):
+    time.sleep(0.003)
+    return [torch.full((2,), float(seed))]
+  timer = _ScriptedTimer([(1.0, 1.0)] * 7)
+  result = timing.time_forward(timer, lambda x: x, slow, list(range(100, 120)), warmup=2,
+                               target_s=0.005, min_trials=5, reuse_inputs=reuse)
+  assert result["trials"] == 5
+  if reuse:
+    assert result["input_sets"] == 1 and result["inputs_ms"] < 1.0 and result["beyond_ms"] < 1.0
+  else:
+    assert result["input_sets"] == 7
+    assert result["inputs_ms"] >= 3.0 and result["beyond_ms"] >= result["inputs_ms"] - 1.0

@@ -223,6 +223,12 @@ class CandidateSteps:
              "candidate": reply.get("after_forward_ms")}
     v.evidence["timing_after_forward_ms"] = {
         k: float(x) for k, x in after.items() if isinstance(x, (int, float)) and math.isfinite(x)}
+    # What a trial cost beyond its measurement, and its input set's part of that (timing.py);
+    # the candidate's as its worker says, for reading only.
+    loop = {side: {k: float(x) for k in ("inputs_ms", "beyond_ms")
+                   if isinstance(x := got.get(k), (int, float)) and math.isfinite(x)}
+            for side, got in (("reference", ref), ("candidate", reply))}
+    v.evidence["timing_loop_ms"] = {side: d for side, d in loop.items() if d}
     if len(audits) != len(audit_positions):
       raise StageFailure(V.REJECTED, "timing: the audited calls did not all happen")
     with self._step("audits"):

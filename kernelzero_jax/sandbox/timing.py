@@ -18,6 +18,7 @@ interval holds past it (`after_forward_ms`): the wake-up, plus any work left on 
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any, Callable, Sequence
 
 import torch
@@ -107,9 +108,12 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
 
   `audit_positions` are trial indices that are not timed: `on_audit(seed, inputs)` runs instead,
   under whatever observation the caller wants. Returns {"median_ms", "times_ms", "trials",
-  "after_forward_ms", "input_sets"} (after_forward_ms: the median over trials of the measured
-  time past the end of forward's work on its stream, where the timer tells it, else None;
-  input_sets: how many input sets were made).
+  "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"} (after_forward_ms: the median over
+  trials of the measured time past the end of forward's work on its stream, where the timer tells
+  it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
+  trials of the wall time spent getting the trial's input set, 0 where one was reused;
+  beyond_ms: the median over timed trials of the trial's wall time, its input set included,
+  beyond what it measured: what a trial costs the GPU's hold on top of its measurement).
   """
   seeds = list(seeds)
   sets = _Inputs(make_inputs, reuse_inputs)
@@ -122,12 +126,14 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
       warm_times.append(t)
     estimate = statistics.median(warm_times) if warm_times else 0.0
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
-    times, after = [], []
+    times, after, inputs_ms, beyond_ms = [], [], [], []
     audits = set(audit_positions)
     for i in range(n):
       seed = seeds[warmup + i]
+      started = time.perf_counter()
       inputs = None
       inputs = sets.next(seed)
+      made = time.perf_counter()
       if i in audits and on_audit is not None:
         on_audit(seed, inputs)
         continue
@@ -137,7 +143,11 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
       on_stream = getattr(timer, "last_stream_ms", None)
       if on_stream is not None:
         after.append(t - on_stream)
+      inputs_ms.append((made - started) * 1e3)
+      beyond_ms.append((time.perf_counter() - started) * 1e3 - t)
   return {"median_ms": statistics.median(times) if times else None, "times_ms": times,
           "trials": len(times),
           "after_forward_ms": round(statistics.median(after), 4) if after else None,
-          "input_sets": sets.made}
+          "input_sets": sets.made,
+          "inputs_ms": round(statistics.median(inputs_ms), 4) if inputs_ms else None,
+          "beyond_ms": round(statistics.median(beyond_ms), 4) if beyond_ms else None}
