@@ -45,15 +45,17 @@ from unittest import mock
 from absl import app
 from absl import flags
 
-_KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench root (levels 1 and 2).")
-_PROBLEMS = flags.DEFINE_list(
-    "problems", ["level2/12_", "level1/1_", "level1/19_", "level1/4_"],
-    "Problems by key prefix (level2/12_ is level 2 problem 12).")
-_DEVICE = flags.DEFINE_enum("device", "cuda", ["cuda", "cpu"], "Where inputs are made.")
-_CALLS = flags.DEFINE_integer("calls", 50, "Calls per measurement.")
-_PROFILE_TOP = flags.DEFINE_integer("profile_top", 15,
-                                    "Functions shown from cProfile (by cumulative time).")
-_OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+def _define_flags() -> None:
+  """The flags, defined when this runs as a script only: the tests import measure() beside
+  other benchmarks' flags of the same names in one process."""
+  flags.DEFINE_string("kernelbench_dir", None, "KernelBench root (levels 1 and 2).")
+  flags.DEFINE_list("problems", ["level2/12_", "level1/1_", "level1/19_", "level1/4_"],
+                    "Problems by key prefix (level2/12_ is level 2 problem 12).")
+  flags.DEFINE_enum("device", "cuda", ["cuda", "cpu"], "Where inputs are made.")
+  flags.DEFINE_integer("calls", 50, "Calls per measurement.")
+  flags.DEFINE_integer("profile_top", 15, "Functions shown from cProfile (by cumulative time).")
+  flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
 
 def _median_ms(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> float:
@@ -170,30 +172,32 @@ def measure(source: str, device_name: str, calls: int, profile_top: int) -> dict
 
 def main(argv: list[str]) -> None:
   del argv
+  args = flags.FLAGS
   import torch  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.tasks import kernelbench  # pylint: disable=import-outside-toplevel
-  if _DEVICE.value == "cuda":
+  if args.device == "cuda":
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # the context, before any measurement
-  tasks = kernelbench.list_tasks(_KB.value)
-  results: dict[str, Any] = {"device": (torch.cuda.get_device_name() if _DEVICE.value == "cuda"
+  tasks = kernelbench.list_tasks(args.kernelbench_dir)
+  results: dict[str, Any] = {"device": (torch.cuda.get_device_name() if args.device == "cuda"
                                         else "cpu"),
-                             "torch": torch.__version__, "calls": _CALLS.value, "problems": {}}
-  for prefix in _PROBLEMS.value:
+                             "torch": torch.__version__, "calls": args.calls, "problems": {}}
+  for prefix in args.problems:
     matches = [t for t in tasks if t.key.startswith(prefix)]
     if len(matches) != 1:
       raise app.UsageError(f"--problems: {prefix!r} names {len(matches)} problems, not one")
     task = matches[0]
-    row = measure(task.source, _DEVICE.value, _CALLS.value, _PROFILE_TOP.value)
+    row = measure(task.source, args.device, args.calls, args.profile_top)
     results["problems"][task.key] = row
     print(f"{task.key} ({row['input_bytes']} input bytes): " + ", ".join(
         f"{k} {v}" for k, v in row.items() if k.endswith("_ms")), flush=True)
     for line in row["profile"]:
       print("    " + line)
-  if _OUT.value:
-    with open(_OUT.value, "w", encoding="utf-8") as f:
+  if args.out:
+    with open(args.out, "w", encoding="utf-8") as f:
       json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
