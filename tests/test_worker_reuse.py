@@ -175,14 +175,14 @@ def test_extensions_get_names_of_their_own_in_a_worker_that_serves_several():
   # A process that loaded an extension module gets that module back for a later extension of
   # the same name (seen on an H200: a kept worker ran the last candidate's kernel). So each
   # candidate's load_inline builds under its name plus the job's suffix, however it is called.
-  from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import worker_build  # pylint: disable=import-outside-toplevel
   calls = []
 
   def load_inline(name, cpp_sources, cuda_sources=None, functions=None, verbose=False):
     calls.append((name, cpp_sources, cuda_sources, functions, verbose))
     return name
 
-  renamed = worker._renamed(load_inline, "_kz1234")  # pylint: disable=protected-access
+  renamed = worker_build._renamed(load_inline, "_kz1234")  # pylint: disable=protected-access
   assert renamed("ext", ["a"], functions=["f"]) == "ext_kz1234"
   assert renamed(name="other", cpp_sources=["b"], verbose=True) == "other_kz1234"
   assert calls == [("ext_kz1234", ["a"], None, ["f"], False),

@@ -96,7 +96,7 @@ class WorkerSteps:
     if (worker_handle.KEEP_WORKERS and cfg.worker_candidates() > 1
         and not self.job.get("fresh_worker")):
       spec["candidates_per_worker"] = cfg.worker_candidates()
-      # Extension names of this candidate's own (worker._renamed), its prebuilder's too.
+      # Extension names of this candidate's own (worker_build._renamed), its prebuilder's too.
       spec["extension_suffix"] = "_kz" + os.urandom(4).hex()
       self.worker_key = worker_handle.worker_key(spec)
     worker_spec = dict(spec, await_go=True) if prebuild or self.awaits_go else spec

@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import verdict as V
 
 REJECTIONS = ("does_not_run", "timeout", "too_much_memory", "too_large", "no_tensor_output",
               "not_finite", "nondeterministic", "constant_output", "input_independent",
@@ -85,7 +86,7 @@ def module_worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...
                                  os.path.join(spec["workdir"], "module.py"))
     problem.require_attrs(module, ("Model", "get_inputs", "get_init_inputs"))
   except BaseException as e:  # pylint: disable=broad-except
-    channel.send(conn, {"ok": False, "error": worker_lib._error_tail(e)}, by_value=True)  # pylint: disable=protected-access
+    channel.send(conn, {"ok": False, "error": V.error_tail(e)}, by_value=True)
     return
   channel.send(conn, {"ok": True}, by_value=True)
   held = None
@@ -110,7 +111,7 @@ def module_worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...
       held = problem.flatten(out)
       reply = {"ok": True, "outputs": held, "ms": ms, "input_sizes": sizes}
     except BaseException as e:  # pylint: disable=broad-except
-      reply = {"ok": False, "error": worker_lib._error_tail(e)}  # pylint: disable=protected-access
+      reply = {"ok": False, "error": V.error_tail(e)}
     channel.send(conn, reply, by_value=by_value)
 
 

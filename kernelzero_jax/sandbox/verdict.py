@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import traceback
 from typing import Any
 
 CORRECT = "correct"
@@ -92,6 +93,13 @@ class StepClock:
     now = time.perf_counter()
     self.seconds[step] = round(now - self._at, 4)
     self._at = now
+
+
+def error_tail(exc: BaseException, limit: int = 12) -> str:
+  """The last `limit` lines of `exc`'s traceback: the reason a verdict gives for it."""
+  lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+  text = "".join(lines).strip().splitlines()
+  return "\n".join(text[-limit:])
 
 
 def first_attempt(evidence: dict[str, Any]) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 Started by the judge (judge.py) with the multiprocessing "spawn" method, one per candidate (or
 forked, when the judge itself was forked by the warm server in zygote.py; a judge process that
 serves several jobs may keep it for later candidates where SandboxConfig.candidates_per_worker
-allows: `serve`, `park`, worker_state.py). It
-builds the candidate, instantiates ModelNew with the reference's init seed, and answers the
-judge's commands over a pipe: run forward on input set `seed` (returning the outputs and the
-inputs as they are afterwards, plus runtime evidence), or time forward over fresh input sets.
-The reference model and every comparison live in the judge, never here.
+allows: `serve`, `park`, worker_state.py). It builds the candidate (worker_build.py),
+instantiates ModelNew with the reference's init seed, and answers the judge's commands over a
+pipe (worker_run.py): run forward on input set `seed` (returning the outputs and the inputs as
+they are afterwards, plus runtime evidence), or time forward over fresh input sets. The reference
+model and every comparison live in the judge, never here.
 
 Tensors cross the pipe through torch.multiprocessing's reductions (shared memory on the CPU, CUDA
 IPC on a GPU), so full-size outputs are not copied through the pipe.
@@ -16,7 +16,6 @@ IPC on a GPU), so full-size outputs are not copied through the pipe.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 import resource
@@ -25,28 +24,17 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from typing import Any
 
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import guard as guard_lib
-from kernelzero_jax.sandbox import host_registration
 from kernelzero_jax.sandbox import verdict as V
+from kernelzero_jax.sandbox.worker_build import PREBUILD, PRECOMPILE, BuildSteps
+from kernelzero_jax.sandbox.worker_run import RunSteps
 
-MARKER_KERNEL = "FillFunctor"
-# The role of a worker that only compiles a Triton candidate's kernels (triton_precompile.py)...
-PRECOMPILE = "precompile"
-# ...and of one that only builds a CUDA candidate's extensions (cuda_prebuild.py).
-PREBUILD = "prebuild"
 # A candidate's Triton cache, in its directory: its own, shared by its worker and precompiler.
 TRITON_CACHE = "triton_cache"
 _PR_SET_PDEATHSIG = 1
-
-
-def _error_tail(exc: BaseException, limit: int = 12) -> str:
-  lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-  text = "".join(lines).strip().splitlines()
-  return "\n".join(text[-limit:])
 
 
 def output_file(spec: dict[str, Any], name: str) -> str:
@@ -107,8 +95,10 @@ def _setup_process(spec: dict[str, Any]) -> None:
     pass
 
 
-class _Worker:
-  """Holds the state of one candidate between commands."""
+class _Worker(BuildSteps, RunSteps):
+  """Holds the state of one candidate between commands. Its build stage is BuildSteps'
+  (worker_build.py), its run stage RunSteps' (worker_run.py); its start-up, its loop over the
+  judge's commands and its reuse for further candidates are here."""
 
   def __init__(self, conn, spec, entered_at: float | None = None):
     """`entered_at`: time.perf_counter() when the process entered worker_main (the clock is
@@ -198,40 +188,6 @@ class _Worker:
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
 
-  def _wrap_load_inline(self, lite: bool | None) -> None:
-    """load_inline as fast_build.py builds (`lite`: trying the lite build first; None: as torch
-    builds), with the extension names of spec["extension_suffix"] (_renamed)."""
-    import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
-    from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
-    spec = self.spec
-    self._load_inline = self._load_inline or cpp_extension.load_inline
-    load_inline = self._load_inline
-    if spec.get("extension_suffix"):
-      load_inline = _renamed(load_inline, spec["extension_suffix"])
-    if lite is None:
-      cpp_extension.load_inline = load_inline
-      return
-    cpp_extension.load_inline = fast_build.fast_load_inline(
-        load_inline, spec.get("pch_header"), self.build_log.append,
-        lite_object=spec.get("lite_object") if lite else None,
-        lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
-        first_choice_only=spec.get("role") == PREBUILD)
-
-  def _await_go(self) -> bool:
-    """Waits for the judge's go, sent once this candidate's prebuilder is done
-    (cuda_prebuild.py), and not while the judge times the reference before the candidate is
-    imported (SandboxConfig.reference_first, go_gate.py). Where the prebuilder's lite build
-    failed, this worker's would too: it starts from the fallback (the same build a failed lite
-    build falls back to)."""
-    msg = channel.recv(self.conn)
-    self.startup.lap("await_go")
-    if msg.get("cmd") != "go":
-      return False
-    if msg.get("skip_lite") and self._load_inline is not None:
-      self.build_log.append("lite build failed in the prebuilder; building with torch's headers")
-      self._wrap_load_inline(lite=False)
-    return True
-
   def _warm_up_observers(self) -> None:
     """Runs each observer once before the integrity snapshot: their first use imports modules
     that legitimately rebind torch functions (torch._dynamo wraps torch.manual_seed)."""
@@ -260,212 +216,10 @@ class _Worker:
     self.ops.ops.clear()
     self.ops.violations.clear()
 
-  # -- stages -------------------------------------------------------------------------------
-
-  def build(self) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    try:
-      path = self.candidate_path
-      with open(path, "w") as f:
-        f.write(self.spec["candidate_source"])
-      module, setup_gpu = self._outside_the_hold(
-          "at import", lambda: self.problem.load_module(self.spec["candidate_source"],
-                                                        "kz_candidate", path))
-      if not isinstance(getattr(module, "ModelNew", None), type):
-        return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
-    except BaseException as e:  # pylint: disable=broad-except
-      if self.guard.violations:
-        return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
-      return {"ok": False, "status": V.COMPILE_ERROR, "error": _error_tail(e)}
-    self.module = module
-    reply = self._clean_reply(setup_gpu)
-    if not reply["ok"]:
-      return reply
-    return {**reply, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
-            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
-
-  def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
-    """Runs candidate code that the judge runs without holding the GPU (its import, its
-    constructor) under the CUDA profiler, where the worker has a GPU and a working profiler:
-    (run's result, {"kernels", "kernel_ms", "copies", "copy_ms", "longest_kernel",
-    "profiler_s" (the profiler's own cost), and "violations" when its kernels took more than
-    spec["setup_kernel_ms_limit"]}).
-    Anything it left queued on the GPU is finished before this returns."""
-    limit = self.spec.get("setup_kernel_ms_limit")
-    if self.device.type != "cuda" or limit is None or not self.profiler_works:
-      return run(), {}
-    ran = []
-
-    def timed_run():
-      t0 = time.perf_counter()
-      try:
-        return run()
-      finally:
-        ran.append(time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    result, events = self.evidence.trace_gpu(timed_run)
-    summary = self.evidence.gpu_work_summary(events)
-    # What the profiler itself cost (its start, the synchronize, reading its trace).
-    summary["profiler_s"] = round(time.perf_counter() - t0 - ran[0], 4)
-    violation = self.evidence.setup_gpu_violation(summary, where, float(limit))
-    return result, dict(summary, violations=[violation] if violation else [])
-
-  def construct(self, seed: int) -> dict[str, Any]:
-    """ModelNew built on the CPU, before the judge takes the GPU: a large model's CPU init
-    (4 GiB of nn.Linear in KernelBench's level-2 problem 59: 9 s on an H200 machine under load)
-    would otherwise hold the GPU. Like its import, it runs under the profiler, its GPU work
-    limited (_outside_the_hold)."""
-    model, setup_gpu = self._outside_the_hold("in its constructor", lambda: (
-        self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs, seed)))
-    self.constructed = (seed, model)
-    return self._clean_reply(setup_gpu)
-
-  def init(self, seed: int) -> dict[str, Any]:
-    """The model construct built, moved to the device under the judge's hold: from its own
-    pages page-locked in place where it is large and spec["registered_uploads"]
-    (host_registration.py; the reply's "upload" says how)."""
-    constructed, self.constructed = self.constructed, None
-    if constructed is not None and constructed[0] == seed:
-      model = constructed[1]
-    else:
-      model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
-                                           seed)
-    del constructed
-    self.model, upload = host_registration.to_device(
-        self.torch, model, self.device, enabled=bool(self.spec.get("registered_uploads")))
-    del model
-    reply = self._clean_reply()
-    if upload and reply.get("ok"):
-      reply["upload"] = upload
-    return reply
-
-  def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
-    """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the
-    violations seen since the candidate's code first ran, its setup's among them."""
-    violations = self._tamper_violations() + (setup_gpu or {}).pop("violations", [])
-    if violations:
-      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True} if setup_gpu is None else {"ok": True, "setup_gpu": setup_gpu}
-
-  def _inputs(self, seed: int) -> list:
-    return self.problem.make_inputs(self.reference.get_inputs, seed, self.device)
-
-  def _observed_forward(self, inputs: list) -> tuple[Any, list[str], dict[str, int]]:
-    """One forward with every op and launch recorded."""
-    self.ops.ops.clear()
-    self.ops.violations.clear()
-    self.launches.launches = {}
-    self.launches.active = True
-    try:
-      with self.ops:
-        out = self.model(*inputs)
-        if self.ops not in _dispatch_mode_stack():
-          self.ops.violations.append("forward removed the harness's op observer")
-    finally:
-      self.launches.active = False
-    self.ops.check_budget()
-    if self.device.type == "cuda":
-      self.torch.cuda.synchronize()
-    return out, list(dict.fromkeys(self.ops.violations)), dict(self.launches.launches)
-
-  def run(self, seed: int, profile: bool) -> dict[str, Any]:
-    inputs = self._inputs(seed)
-    kernels = None
-    if profile and self.device.type == "cuda":
-      try:
-        (out, violations, launches), kernels = self.evidence.profile_kernels(
-            lambda: self._observed_forward(inputs), lambda: self.marker.fill_(1.0))
-      except RuntimeError as e:
-        if "profiler" not in str(e).lower() and "cupti" not in str(e).lower():
-          raise
-        out, violations, launches = self._observed_forward(inputs)
-    else:
-      out, violations, launches = self._observed_forward(inputs)
-    violations += self._launch_violations(launches)
-    evidence = {"ops": sorted(set(self.ops.ops)), "triton_launches": launches}
-    if kernels is not None:
-      kv, own_ran = self.evidence.kernel_violations(kernels, self.own_kernels, MARKER_KERNEL,
-                                                    self.backend)
-      violations += kv
-      evidence["gpu_kernels"] = sorted({k["name"][:120] for k in kernels})[:50]
-      evidence["own_kernels_ran"] = sorted(set(n[:120] for n in own_ran))
-    violations += self._tamper_violations()
-    leaves = self.problem.flatten(out)
-    self._held = (leaves, inputs)
-    return {"ok": True, "outputs": leaves, "inputs_after": inputs, "violations": violations,
-            "evidence": evidence}
-
-  def time(self, seeds: list[int], audit_positions: list[int], warmup: int, target_s: float,
-           min_trials: int) -> dict[str, Any]:
-    audits: list[tuple[int, list]] = []
-    audit_violations: list[str] = []
-
-    def on_audit(seed, inputs):
-      out, violations, launches = self._observed_forward(inputs)
-      audit_violations.extend(violations + self._launch_violations(launches))
-      audits.append((seed, self.problem.flatten(out)))
-
-    result = self.timing.time_forward(self.timer, self.model, self._inputs, seeds, warmup,
-                                      target_s, min_trials, on_audit, audit_positions)
-    violations = list(dict.fromkeys(audit_violations)) + self._tamper_violations()
-    self._held = audits
-    return {"ok": True, **result, "audits": audits, "violations": violations}
-
-  def release(self) -> dict[str, Any]:
-    """Gives the GPU memory of the last reply back (its tensors went with _held) and says how
-    much is still allocated (the model's parameters, unless something kept them). A block that
-    the judge viewed through CUDA IPC waits in torch's limbo until ipc_collect, should the judge's
-    views have gone only after this worker dropped it."""
-    if self.device.type != "cuda":
-      return {"ok": True}
-    self.torch.cuda.ipc_collect()
-    self.torch.cuda.empty_cache()
-    return {"ok": True, "allocated_bytes": self.torch.cuda.memory_allocated(self.device)}
-
-  # -- evidence ------------------------------------------------------------------------------
-
-  def _launch_violations(self, launches: dict[str, int]) -> list[str]:
-    if self.backend != "triton":
-      return []
-    if not any(name in self.own_kernels for name in launches):
-      return ["forward launched none of the candidate's @triton.jit kernels"]
-    return []
-
-  def _tamper_violations(self) -> list[str]:
-    return list(dict.fromkeys(
-        self.guard.violations + self.integrity.violations() +
-        self.evidence.thread_and_process_violations(self.baseline_threads)))
-
   # -- loop ----------------------------------------------------------------------------------
 
   def _send(self, obj) -> None:
     channel.send(self.conn, obj, by_value=self.device.type != "cuda")
-
-  def precompile(self) -> dict[str, Any]:
-    """The precompiler's one job: compile the candidate's Triton kernels for this machine's
-    GPUs (or spec["triton_capability"]) on the meta device (triton_precompile.py)."""
-    from kernelzero_jax.sandbox import triton_precompile  # pylint: disable=import-outside-toplevel
-    capability = self.spec.get("triton_capability") or triton_precompile.nvml_capability()
-    if not capability:
-      return {"ok": False, "error": "no single GPU compute capability found through NVML"}
-    return {"ok": True, **triton_precompile.precompile(
-        self.module.ModelNew, self.reference.get_init_inputs, self.reference.get_inputs,
-        int(capability))}
-
-  def prebuild(self) -> dict[str, Any]:
-    """The prebuilder's one job (cuda_prebuild.py): the candidate imported, its extensions
-    built as its worker's would be, for the architecture that worker's GPU gives torch."""
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):  # else the worker has it too
-      # pylint: disable-next=import-outside-toplevel
-      from kernelzero_jax.sandbox import cuda_prebuild, triton_precompile
-      arch = cuda_prebuild.arch_list(self.spec.get("cuda_capability")
-                                     or triton_precompile.nvml_capability())
-      if arch is None:
-        return {"ok": False, "error": "no single GPU architecture found through NVML"}
-      os.environ["TORCH_CUDA_ARCH_LIST"] = arch
-    reply = self.build()
-    reply["build_log"] = self.build_log  # a failure's too: what failed here, its worker skips
-    return reply
 
   def serve(self) -> None:
     """Serves its candidate, and, where its judge keeps it after a clean park, the next ones."""
@@ -477,7 +231,7 @@ class _Worker:
         self._begin_candidate(msg["spec"])
       except BaseException as e:  # pylint: disable=broad-except
         self._send({"ok": False, "status": V.RUNTIME_ERROR, "setup": True,
-                    "error": "kept worker's set-up failed: " + _error_tail(e)})
+                    "error": "kept worker's set-up failed: " + V.error_tail(e)})
         return
 
   def _serve_candidate(self) -> bool:
@@ -506,7 +260,7 @@ class _Worker:
         try:
           reply = self.park()
         except Exception as e:  # pylint: disable=broad-except
-          reply = {"ok": True, "reusable": False, "drift": ["park failed: " + _error_tail(e, 3)]}
+          reply = {"ok": True, "reusable": False, "drift": ["park failed: " + V.error_tail(e, 3)]}
         self._send(reply)
         return reply["reusable"]
       self._send(self._answer(msg))
@@ -584,28 +338,7 @@ class _Worker:
       status = V.RUNTIME_ERROR
       if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
         status = V.COMPILE_ERROR
-      return {"ok": False, "status": status, "error": _error_tail(e)}
-
-
-def _renamed(load_inline, suffix: str):
-  """load_inline that builds and loads each extension as name + `suffix`. A process that has
-  loaded an extension module gets that same module back for any later one of the same name
-  (CPython keeps it), so a worker that serves several candidates (worker_state.py) gives each
-  candidate's extensions names of their own; its prebuilder uses the same suffix."""
-  import inspect  # pylint: disable=import-outside-toplevel
-  signature = inspect.signature(load_inline)
-
-  @functools.wraps(load_inline)
-  def renamed(*args, **kwargs):
-    bound = signature.bind(*args, **kwargs)
-    bound.arguments["name"] = f"{bound.arguments['name']}{suffix}"
-    return load_inline(*bound.args, **bound.kwargs)
-  return renamed
-
-
-def _dispatch_mode_stack() -> list:
-  from torch.utils import _python_dispatch  # pylint: disable=import-outside-toplevel
-  return _python_dispatch._get_current_dispatch_mode_stack()  # pylint: disable=protected-access
+      return {"ok": False, "status": status, "error": V.error_tail(e)}
 
 
 def _make_autotune_work_in_interpreter() -> None:
@@ -635,7 +368,7 @@ def worker_main(conn, spec: dict[str, Any], inherited_fds: tuple[int, ...] = ())
     worker = _Worker(conn, spec, entered_at)
   except BaseException as e:  # pylint: disable=broad-except
     channel.send(conn, {"ok": False, "status": V.RUNTIME_ERROR,
-                        "error": "worker setup failed: " + _error_tail(e), "setup": True},
+                        "error": "worker setup failed: " + V.error_tail(e), "setup": True},
                  by_value=True)
     return
   worker.serve()

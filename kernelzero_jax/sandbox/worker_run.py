@@ -1,0 +1,146 @@
+"""The worker's run stage (a part of worker._Worker): the candidate's model built and moved to
+the device, its forward on an input set with every op, launch and (on a GPU, profiled) kernel
+recorded, its timing (timing.py), and what it may have tampered with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelzero_jax.sandbox import host_registration
+from kernelzero_jax.sandbox import verdict as V
+
+MARKER_KERNEL = "FillFunctor"
+
+
+class RunSteps:
+  """The run stage of worker._Worker. A mixin: the state it reads is _Worker's."""
+
+  def construct(self, seed: int) -> dict[str, Any]:
+    """ModelNew built on the CPU, before the judge takes the GPU: a large model's CPU init
+    (4 GiB of nn.Linear in KernelBench's level-2 problem 59: 9 s on an H200 machine under load)
+    would otherwise hold the GPU. Like its import, it runs under the profiler, its GPU work
+    limited (_outside_the_hold)."""
+    model, setup_gpu = self._outside_the_hold("in its constructor", lambda: (
+        self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs, seed)))
+    self.constructed = (seed, model)
+    return self._clean_reply(setup_gpu)
+
+  def init(self, seed: int) -> dict[str, Any]:
+    """The model construct built, moved to the device under the judge's hold: from its own
+    pages page-locked in place where it is large and spec["registered_uploads"]
+    (host_registration.py; the reply's "upload" says how)."""
+    constructed, self.constructed = self.constructed, None
+    if constructed is not None and constructed[0] == seed:
+      model = constructed[1]
+    else:
+      model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
+                                           seed)
+    del constructed
+    self.model, upload = host_registration.to_device(
+        self.torch, model, self.device, enabled=bool(self.spec.get("registered_uploads")))
+    del model
+    reply = self._clean_reply()
+    if upload and reply.get("ok"):
+      reply["upload"] = upload
+    return reply
+
+  def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the
+    violations seen since the candidate's code first ran, its setup's among them."""
+    violations = self._tamper_violations() + (setup_gpu or {}).pop("violations", [])
+    if violations:
+      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
+    return {"ok": True} if setup_gpu is None else {"ok": True, "setup_gpu": setup_gpu}
+
+  def _inputs(self, seed: int) -> list:
+    return self.problem.make_inputs(self.reference.get_inputs, seed, self.device)
+
+  def _observed_forward(self, inputs: list) -> tuple[Any, list[str], dict[str, int]]:
+    """One forward with every op and launch recorded."""
+    self.ops.ops.clear()
+    self.ops.violations.clear()
+    self.launches.launches = {}
+    self.launches.active = True
+    try:
+      with self.ops:
+        out = self.model(*inputs)
+        if self.ops not in _dispatch_mode_stack():
+          self.ops.violations.append("forward removed the harness's op observer")
+    finally:
+      self.launches.active = False
+    self.ops.check_budget()
+    if self.device.type == "cuda":
+      self.torch.cuda.synchronize()
+    return out, list(dict.fromkeys(self.ops.violations)), dict(self.launches.launches)
+
+  def run(self, seed: int, profile: bool) -> dict[str, Any]:
+    inputs = self._inputs(seed)
+    kernels = None
+    if profile and self.device.type == "cuda":
+      try:
+        (out, violations, launches), kernels = self.evidence.profile_kernels(
+            lambda: self._observed_forward(inputs), lambda: self.marker.fill_(1.0))
+      except RuntimeError as e:
+        if "profiler" not in str(e).lower() and "cupti" not in str(e).lower():
+          raise
+        out, violations, launches = self._observed_forward(inputs)
+    else:
+      out, violations, launches = self._observed_forward(inputs)
+    violations += self._launch_violations(launches)
+    evidence = {"ops": sorted(set(self.ops.ops)), "triton_launches": launches}
+    if kernels is not None:
+      kv, own_ran = self.evidence.kernel_violations(kernels, self.own_kernels, MARKER_KERNEL,
+                                                    self.backend)
+      violations += kv
+      evidence["gpu_kernels"] = sorted({k["name"][:120] for k in kernels})[:50]
+      evidence["own_kernels_ran"] = sorted(set(n[:120] for n in own_ran))
+    violations += self._tamper_violations()
+    leaves = self.problem.flatten(out)
+    self._held = (leaves, inputs)
+    return {"ok": True, "outputs": leaves, "inputs_after": inputs, "violations": violations,
+            "evidence": evidence}
+
+  def time(self, seeds: list[int], audit_positions: list[int], warmup: int, target_s: float,
+           min_trials: int) -> dict[str, Any]:
+    audits: list[tuple[int, list]] = []
+    audit_violations: list[str] = []
+
+    def on_audit(seed, inputs):
+      out, violations, launches = self._observed_forward(inputs)
+      audit_violations.extend(violations + self._launch_violations(launches))
+      audits.append((seed, self.problem.flatten(out)))
+
+    result = self.timing.time_forward(self.timer, self.model, self._inputs, seeds, warmup,
+                                      target_s, min_trials, on_audit, audit_positions)
+    violations = list(dict.fromkeys(audit_violations)) + self._tamper_violations()
+    self._held = audits
+    return {"ok": True, **result, "audits": audits, "violations": violations}
+
+  def release(self) -> dict[str, Any]:
+    """Gives the GPU memory of the last reply back (its tensors went with _held) and says how
+    much is still allocated (the model's parameters, unless something kept them). A block that
+    the judge viewed through CUDA IPC waits in torch's limbo until ipc_collect, should the judge's
+    views have gone only after this worker dropped it."""
+    if self.device.type != "cuda":
+      return {"ok": True}
+    self.torch.cuda.ipc_collect()
+    self.torch.cuda.empty_cache()
+    return {"ok": True, "allocated_bytes": self.torch.cuda.memory_allocated(self.device)}
+
+  def _launch_violations(self, launches: dict[str, int]) -> list[str]:
+    if self.backend != "triton":
+      return []
+    if not any(name in self.own_kernels for name in launches):
+      return ["forward launched none of the candidate's @triton.jit kernels"]
+    return []
+
+  def _tamper_violations(self) -> list[str]:
+    return list(dict.fromkeys(
+        self.guard.violations + self.integrity.violations() +
+        self.evidence.thread_and_process_violations(self.baseline_threads)))
+
+
+def _dispatch_mode_stack() -> list:
+  from torch.utils import _python_dispatch  # pylint: disable=import-outside-toplevel
+  return _python_dispatch._get_current_dispatch_mode_stack()  # pylint: disable=protected-access
