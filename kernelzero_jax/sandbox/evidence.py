@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from typing import Any, Callable
 
 import torch
@@ -197,6 +198,13 @@ class IntegritySnapshot:
               for mk, mv in list(vars(v).items()):
                 if callable(mv):
                   targets[f"{modname}.{k}.{mk}"] = mv
+              # And what it inherits from this package's classes (worker._Worker's stages are
+              # mixins): a method set on the class itself would shadow the one watched there.
+              for base in v.__mro__[1:]:
+                if getattr(base, "__module__", "").startswith("kernelzero_jax."):
+                  for mk, mv in list(vars(base).items()):
+                    if isinstance(mv, types.FunctionType):
+                      targets.setdefault(f"{modname}.{k}.{mk}", mv)
     try:
       from triton.runtime import jit as triton_jit
       targets["triton.runtime.jit.JITFunction.run"] = triton_jit.JITFunction.run
