@@ -17,9 +17,9 @@
 #            `w16`
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
-#   overhead benchmarks.trial_overhead (about a minute): where the 2.3-4.5 ms that each candidate
-#            timing trial costs beyond its measured time goes (the reference's reused input set
-#            costs 0.25-0.6 ms), for 4 problems
+#   overhead benchmarks.trial_overhead (about a minute): where the 1.6-3.2 ms that each
+#            candidate timing call costs beyond its measured time goes (the reference's, on one
+#            reused input set, 0.19-0.36 ms), for 4 problems
 # Each run takes about 3-5 minutes on an H200 (triton: 5 paths of 21 candidates, about 5). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.

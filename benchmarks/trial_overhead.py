@@ -2,13 +2,20 @@ r"""What a candidate's timing trial costs beyond the time it measures, and where
 
     python -m benchmarks.trial_overhead --kernelbench_dir=.kb --out=/tmp/trial_overhead.json
 
-The stored verdicts of every batch on an H200 (benchmarks/results) say that a candidate's timing
-step took 2.3-4.5 ms per trial more than its trials measured (11.6 ms for level 1 problem 4),
-against 0.25-0.6 ms for the reference's in the same runs. The reference's trials reuse one input
-set (SandboxConfig.reference_reuses_inputs); before they did, they cost about 3 ms more too. So
-the fresh input set each candidate trial gets (problem.make_inputs, anti-replay) is the suspect:
-in the batch of 259 that is about 24 s of the 101 s the candidates' timings held the GPU alone,
-and 0.1-0.4 s of a lone Triton candidate's 1.3-1.7 s. This finds out, per problem, on one GPU:
+The stored verdicts on an H200 say that a candidate's timing calls cost 1.6-3.2 ms each beyond
+the forward time they measured (median; the lone runs and the batches of 70 and 259 of
+"A judge's worker server forked from it" in BENCHMARKS.md), against 0.19-0.36 ms for the
+reference's, which reuse one input set (SandboxConfig.reference_reuses_inputs). In one run
+where a path timed the reference on a fresh input set per trial as the candidate's are
+(`refregen`, run 2 of "Kept workers by default"), its calls cost 3.3 ms each against 0.35 ms
+on the default path:
+
+    python -m benchmarks.gpu_steps --verdicts=benchmarks/results/sandbox_kept_workers_h200_2026-12-04/run2_batch70/tp_cuda69.json.zygote_lite_pch_reuse_gpu4_refregen_gcscan.verdicts.jsonl.gz
+
+So the fresh input set each candidate trial gets (problem.make_inputs, anti-replay) is the
+suspect. Yet level 2 problem 12's set is 32 MiB, and its calls still cost 2.15 ms each in that
+batch of 259 (level 1 problem 19's 6 GiB set: 4.1 ms; gpu_steps --problem_regex=level2/12_).
+This finds out, per problem, on one GPU:
 
 - `seed_ms`: torch.manual_seed (every generator: the CPU's, CUDA's, and the lazy XPU/MTIA/MPS
   calls torch makes), and `seed_cpu_ms`, `seed_cuda_ms`, `seed_other_ms` for its parts;

@@ -552,6 +552,27 @@ def test_the_forwards_alone_counted_from_the_times_a_run_measured():
                    "per_minute_bound": round(60 * 2 / forward_s, 1)}
   assert gpu_steps.forward_floor([{}])["per_minute_bound"] is None
 
+
+def test_what_timing_calls_cost_beyond_their_measured_time_by_hand():
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  # 40 trials + 3 warm-ups + 2 audits at 2 ms in a 1.0 s step: (1000 - 90) / 45 ms a call;
+  # the reference's 20 + 3 at 4 ms in 0.5 s, 0.04 s of it waiting for the fence: (460 - 92) / 23
+  first = {"candidate_ms": 2.0, "reference_ms": 4.0,
+           "evidence": {"gpu_seconds": {"candidate_timing": 1.0, "reference_timing": 0.5},
+                        "fence_wait_s": {"reference_timing": 0.04},
+                        "timing_trials": {"candidate": 40, "reference": 20},
+                        "timing_loop_ms": {"candidate": {"inputs_ms": 2.5, "beyond_ms": 3.0}}}}
+  # 10 + 5 calls at 10 ms in 0.2 s: (200 - 150) / 15; its reference's time was reused
+  second = {"candidate_ms": 10.0, "reference_ms": 4.0,
+            "evidence": {"gpu_seconds": {"candidate_timing": 0.2},
+                         "timing_trials": {"candidate": 10, "reference": 7}}}
+  out = gpu_steps.timing_calls_beyond([first, second, {"evidence": {}}, {}])
+  assert out["candidate"] == {"n": 2, "median_ms": round(((910 / 45) + (50 / 15)) / 2, 3),
+                              "said_inputs_ms": 2.5, "said_beyond_ms": 3.0}
+  assert out["reference"] == {"n": 1, "median_ms": round(368 / 23, 3)}
+  assert gpu_steps.timing_calls_beyond([]) == {"candidate": {"n": 0, "median_ms": None},
+                                               "reference": {"n": 0, "median_ms": None}}
+
 def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
   """memory_outside_holds on hand-made samples: a judge's and a worker's MiB above their context
   while they held no slot (the sample at 10.2 s is within the hold's slack), and the samples
