@@ -441,28 +441,25 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
   its calls at the median time measured: the candidate's trials, `warmup` warm-ups and `audits`
   audited calls (SandboxConfig's defaults here); the reference's trials and warm-ups, where its
   judge timed it. Verdicts since c3e4f6b also say it themselves (evidence["timing_loop_ms"]:
-  the timed trials' own `beyond_ms` and their input sets' `inputs_ms`), reported apart."""
-  inferred: dict[str, list[float]] = {"candidate": [], "reference": []}
-  said: dict[str, dict[str, list[float]]] = {"candidate": {}, "reference": {}}
-  for r in rows:
-    ev = r.get("evidence") or {}
-    steps, trials = ev.get("gpu_seconds") or {}, ev.get("timing_trials") or {}
-    waits = ev.get("fence_wait_s") or {}
-    for side, extra in (("candidate", warmup + audits), ("reference", warmup)):
+  the timed trials' own `beyond_ms` and their input sets' `inputs_ms`): under "said", with how
+  many verdicts said it."""
+  out: dict[str, Any] = {}
+  for side, extra in (("candidate", warmup + audits), ("reference", warmup)):
+    inferred, said = [], []
+    for r in rows:
+      ev = r.get("evidence") or {}
+      steps, trials = ev.get("gpu_seconds") or {}, ev.get("timing_trials") or {}
       step, ms = f"{side}_timing", r.get(f"{side}_ms")
       if step in steps and ms and trials.get(side):
         calls = trials[side] + extra
-        held_ms = 1000.0 * (steps[step] - (waits.get(step) or 0.0))
-        inferred[side].append((held_ms - calls * ms) / calls)
-      for key, value in ((ev.get("timing_loop_ms") or {}).get(side) or {}).items():
-        said[side].setdefault(key, []).append(value)
-  out: dict[str, Any] = {}
-  for side in ("candidate", "reference"):
-    values = inferred[side]
-    out[side] = {"n": len(values),
-                 "median_ms": round(statistics.median(values), 3) if values else None,
-                 **{f"said_{key}": round(statistics.median(v), 3)
-                    for key, v in said[side].items()}}
+        held_ms = 1000.0 * (steps[step] - ((ev.get("fence_wait_s") or {}).get(step) or 0.0))
+        inferred.append((held_ms - calls * ms) / calls)
+      if side in (loop := ev.get("timing_loop_ms") or {}):
+        said.append(loop[side])
+    median = lambda values: round(statistics.median(values), 3) if values else None
+    out[side] = {"n": len(inferred), "median_ms": median(inferred),
+                 "said": {"n": len(said), **{key: median([d[key] for d in said if key in d])
+                                             for key in ("inputs_ms", "beyond_ms")}}}
   return out
 
 

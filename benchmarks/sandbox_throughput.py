@@ -56,9 +56,8 @@ the reference's forward and the worker's compared with that copy, instead of wit
 inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept); with `allseed`,
 input sets and models seeded by torch.manual_seed, which also queues the seed for backends no
 sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch).
-The trailing flags
-come in any order. With a fast CUDA path, the precompiled header is built first (once per machine; its
-time is printed).
+The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
+first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
 sharing the GPU between checks changes a verdict, compare it with the one-at-a-time path in the
 same run:
@@ -96,7 +95,8 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import hold_timeline, left_after_release, timings_beside_startups
+from benchmarks.gpu_steps import (hold_timeline, left_after_release, timing_calls_beyond,
+                                   timings_beside_startups)
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
@@ -474,7 +474,7 @@ def run() -> dict:
     startup = _startup_medians(rows)
     spread = copy_spread(rows)
     after = after_forward(rows)
-    overhead = trial_overhead(rows)
+    overhead = timing_calls_beyond(rows, config.warmup, config.num_audits)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     # from the build's end to the first hold's request (judge.py: nothing of it holds the GPU)
     to_hold = _median([ev["build_to_hold_s"] for r in rows
@@ -582,9 +582,9 @@ def run() -> dict:
       print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
             f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")
     for side, o in overhead.items():
-      if o["timed"]:
-        print(f"a {side} timing trial beyond its measurement (median of {o['timed']}): "
-              f"{o['beyond_ms']} ms, its input set {o['inputs_ms']} ms of it")
+      if o["said"]["n"]:
+        print(f"a {side} timing trial beyond its measurement (median of {o['said']['n']}): "
+              f"{o['said']['beyond_ms']} ms, its input set {o['said']['inputs_ms']} ms of it")
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
@@ -710,19 +710,6 @@ def after_forward(rows: list[dict]) -> dict[str, Any]:
           "median_ms": round(statistics.median(values), 4) if values else None,
           "max_ms": round(max(values), 4) if values else None,
           "over_1ms": sum(v > 1.0 for v in values)}
-
-
-def trial_overhead(rows: list[dict]) -> dict[str, Any]:
-  """What each side's timing trials cost beyond their measurement, median over candidates
-  (evidence["timing_loop_ms"], timing.time_forward's inputs_ms and beyond_ms): the candidate's
-  on a fresh input set per trial, the reference's on one it reuses, where measured here."""
-  out: dict[str, Any] = {}
-  for side in ("candidate", "reference"):
-    loops = [d[side] for r in rows if side in (d := (r.get("evidence") or {}).get(
-        "timing_loop_ms") or {})]
-    out[side] = {"timed": len(loops), **{key: _median([d[key] for d in loops if key in d])
-                                         for key in ("inputs_ms", "beyond_ms")}}
-  return out
 
 
 def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:

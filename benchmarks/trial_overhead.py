@@ -88,15 +88,13 @@ def _seed_parts(torch, seed_torch) -> dict[str, Callable[[int], Any]]:
         getattr(module, "manual_seed_all", getattr(module, "manual_seed", None))(seed)
   parts = {"seed_ms": torch.manual_seed, "seed_cpu_ms": torch.default_generator.manual_seed,
            "seed_other_ms": other, "seed_torch_ms": seed_torch}
-  if torch.cuda.is_available() and torch.cuda.is_initialized():
+  if torch.cuda.is_initialized():
     parts["seed_cuda_ms"] = torch.cuda.manual_seed_all
   return parts
 
 
-def _gpu_ms(torch, fn: Callable[[], Any], calls: int) -> float | None:
-  """Median GPU time of fn() in ms (CUDA events around it), None on the CPU."""
-  if not torch.cuda.is_available():
-    return None
+def _gpu_ms(torch, fn: Callable[[], Any], calls: int) -> float:
+  """Median GPU time of fn() in ms (CUDA events around it)."""
   times = []
   for _ in range(calls):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -420,18 +420,22 @@ def test_the_throughput_benchmark_takes_medians_of_each_step():
       "judge": {"reference": 1.0}}
   assert _startup_medians([]) == {"worker": {}, "judge": {}}
 
-def test_the_benchmark_summarises_what_timing_trials_cost_beyond_their_measurement():
-  from benchmarks.sandbox_throughput import trial_overhead  # pylint: disable=import-outside-toplevel
+def test_the_benchmarks_summarise_what_timing_trials_say_they_cost_beyond_their_measurement():
+  """What verdicts say (evidence["timing_loop_ms"]), as sandbox_throughput and gpu_steps report
+  it: gpu_steps.timing_calls_beyond's "said"."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   loop = lambda **sides: {"evidence": {"timing_loop_ms": sides}}
   rows = [loop(candidate={"inputs_ms": 2.0, "beyond_ms": 2.5}),
           loop(candidate={"inputs_ms": 4.0, "beyond_ms": 4.5},
                reference={"inputs_ms": 0.0, "beyond_ms": 0.3}),
           loop(candidate={"beyond_ms": 9.0}), {"evidence": {}}, {}]
-  assert trial_overhead(rows) == {
-      "candidate": {"timed": 3, "inputs_ms": 3.0, "beyond_ms": 4.5},
-      "reference": {"timed": 1, "inputs_ms": 0.0, "beyond_ms": 0.3}}
-  assert trial_overhead([]) == {"candidate": {"timed": 0, "inputs_ms": None, "beyond_ms": None},
-                                "reference": {"timed": 0, "inputs_ms": None, "beyond_ms": None}}
+  out = gpu_steps.timing_calls_beyond(rows)
+  assert {side: o["said"] for side, o in out.items()} == {
+      "candidate": {"n": 3, "inputs_ms": 3.0, "beyond_ms": 4.5},
+      "reference": {"n": 1, "inputs_ms": 0.0, "beyond_ms": 0.3}}
+  nothing = {"n": 0, "inputs_ms": None, "beyond_ms": None}
+  assert {side: o["said"] for side, o in gpu_steps.timing_calls_beyond([]).items()} == {
+      "candidate": nothing, "reference": nothing}
 
 
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
@@ -567,11 +571,13 @@ def test_what_timing_calls_cost_beyond_their_measured_time_by_hand():
             "evidence": {"gpu_seconds": {"candidate_timing": 0.2},
                          "timing_trials": {"candidate": 10, "reference": 7}}}
   out = gpu_steps.timing_calls_beyond([first, second, {"evidence": {}}, {}])
+  nothing = {"n": 0, "inputs_ms": None, "beyond_ms": None}
   assert out["candidate"] == {"n": 2, "median_ms": round(((910 / 45) + (50 / 15)) / 2, 3),
-                              "said_inputs_ms": 2.5, "said_beyond_ms": 3.0}
-  assert out["reference"] == {"n": 1, "median_ms": round(368 / 23, 3)}
-  assert gpu_steps.timing_calls_beyond([]) == {"candidate": {"n": 0, "median_ms": None},
-                                               "reference": {"n": 0, "median_ms": None}}
+                              "said": {"n": 1, "inputs_ms": 2.5, "beyond_ms": 3.0}}
+  assert out["reference"] == {"n": 1, "median_ms": round(368 / 23, 3), "said": nothing}
+  assert gpu_steps.timing_calls_beyond([]) == {
+      "candidate": {"n": 0, "median_ms": None, "said": nothing},
+      "reference": {"n": 0, "median_ms": None, "said": nothing}}
 
 def test_gpu_memory_held_outside_the_holds_is_told_by_role(tmp_path):
   """memory_outside_holds on hand-made samples: a judge's and a worker's MiB above their context

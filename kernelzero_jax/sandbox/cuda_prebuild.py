@@ -106,8 +106,8 @@ def hand_over(prebuilder, worker, workdir: str, wait_s: float,
   """Waits up to `wait_s` for the prebuilder (a worker_handle.WorkerHandle) and kills it
   (worker_handle.finish_side_worker), readies the directory and tells the worker (another
   WorkerHandle, waiting) to go, once `before_go` returns (the judge timing the reference
-  meanwhile). Returns the evidence: the reply's summary, the wait and the batons removed. Whatever happened to the
-  prebuilder, the worker builds as it would have without one."""
+  meanwhile). Returns the evidence: the reply's summary, the wait and the batons removed.
+  Whatever happened to the prebuilder, the worker builds as it would have without one."""
   summary = {"ok": False, **worker_handle.finish_side_worker(
       prebuilder, wait_s, "prebuild", sanitize, REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])

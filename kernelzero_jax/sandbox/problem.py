@@ -64,8 +64,9 @@ def seed_torch(seed: int) -> None:
   MTIA), and each queueing formats the caller's stack (traceback.format_stack, which stats every
   source file on it through linecache): 0.15 ms a call on a CPU, more deeper in a stack, where
   seeding the CPU's generator alone takes 0.001 ms (benchmarks/trial_overhead.py: seed_ms,
-  seed_cpu_ms), paid for each input set, so once per timing trial. (Where CUDA is not initialised yet, its seed is queued with a
-  stack formatted, as torch.manual_seed does: once here instead of three times.)
+  seed_cpu_ms), paid for each input set, so once per timing trial. (Where CUDA is not
+  initialised yet, its seed is queued with a stack formatted, as torch.manual_seed does: once
+  here instead of three times.)
   KZ_SEED_ALL_BACKENDS=1 (benchmarks' path token `allseed`) calls torch.manual_seed instead.
   The worker's integrity snapshot covers what this calls (evidence.IntegritySnapshot)."""
   if os.environ.get("KZ_SEED_ALL_BACKENDS") == "1":
