@@ -17,6 +17,11 @@
 #            `w16`
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
+#   b70      the batch of 70 CUDA candidates (2 copies of the teacher's 27 kernels and the 16
+#            honest and cheating candidates), 24 judges at once: the default against `regup`,
+#            `w16` and both (the winners of l2batch and triton, 2026-12-05)
+#   b259     the batch of 259 (9 copies; the 256), one path: $B259_PATH, by default
+#            the default path (about 4-5 minutes)
 #   overhead benchmarks.trial_overhead (about a minute): where the 1.6-3.2 ms that each
 #            candidate timing call costs beyond its measured time goes (the reference's, on one
 #            reused input set, 0.19-0.36 ms), for 4 problems
@@ -24,7 +29,7 @@
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
-out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton or overhead}; kb=${3:-.kb}
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259 or overhead}; kb=${3:-.kb}
 mkdir -p "$out/$run"
 common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
@@ -38,6 +43,11 @@ zygote:lite_pch:reuse:gpu4:allseed) ;;
   triton) args=(--backends=triton --max_teacher=4 --max_parallel=1
                 --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
 zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
+  b70) args=(--backends=cuda --copies=2 --max_parallel=24 --timing_target_s=0.25
+             --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup,\
+zygote:lite_pch:reuse:gpu4:w16,zygote:lite_pch:reuse:gpu4:regup:w16) ;;
+  b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
+              --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
   overhead) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
