@@ -18,8 +18,8 @@
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
 #   b70      the batch of 70 CUDA candidates (2 copies of the teacher's 27 kernels and the 16
-#            honest and cheating candidates), 24 judges at once: the default against `regup`,
-#            `w16` and both (the winners of l2batch and triton, 2026-12-05)
+#            honest and cheating candidates), 24 judges at once: the default against `regup:w16`
+#            (l2batch's and triton's winners on 2026-12-05, together)
 #   b259     the batch of 259 (9 copies; the 256), one path: $B259_PATH, by default
 #            the default path (about 4-5 minutes)
 #   overhead benchmarks.trial_overhead (about a minute): where the 1.6-3.2 ms that each
@@ -44,8 +44,7 @@ zygote:lite_pch:reuse:gpu4:allseed) ;;
                 --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
 zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
   b70) args=(--backends=cuda --copies=2 --max_parallel=24 --timing_target_s=0.25
-             --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup,\
-zygote:lite_pch:reuse:gpu4:w16,zygote:lite_pch:reuse:gpu4:regup:w16) ;;
+             --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup:w16) ;;
   b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
   overhead) ;;
