@@ -35,6 +35,10 @@ This finds out, per problem, on one GPU:
   MTIA, and CUDA until initialised): `seed_ms` 0.15 ms against `seed_cpu_ms` 0.001 ms (level 2
   problem 12, `--device=cpu --calls=20`).
 
+On an H200 (BENCHMARKS.md, "Five sandbox changes"): the fresh set is GPU work, 2.5-3.4 ms for
+the 6-8 GiB sets (torch.rand at 2.56 TB/s), and the loop itself 0.09-0.12 ms a trial; with
+torch.manual_seed, make_inputs took 0.13-0.15 ms more.
+
 Medians over `--calls` calls each. `--device=cpu` runs the same on the CPU (a smoke test).
 """
 
