@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The sandbox's changes not yet measured on a GPU, each against the way it replaced, side by side
-# in one benchmarks.sandbox_throughput run (same machine, same candidates):
+# The sandbox's defaults, each against the way it replaced, side by side in one
+# benchmarks.sandbox_throughput run (same machine, same candidates); BENCHMARKS.md, "Five sandbox
+# changes", has what they gave on an H200 on 2026-12-05 (at fad24cd and 4d2bd7f):
 #
 #   bash benchmarks/sandbox_ab_gpu.sh OUT_DIR RUN [KERNELBENCH_DIR]
 #
 # RUN is one of
 #   l2batch  36 level-2 CUDA candidates (4 copies of 9 problems), 24 judges at once: the default
-#            against `regup` (models moved from pages page-locked in place) and `wu1` (one
+#            against `pageable` (models moved from pageable memory, as before registered uploads
+#            were the default; run at fad24cd as `regup` the other way round) and `wu1` (one
 #            warm-up call per timing)
 #   l1batch  level-1 CUDA candidates (2 copies), 24 judges at once: the default against
 #            `pristine` (each check's inputs copied before the reference's forward, as before
@@ -18,13 +20,13 @@
 #            (a worker serving up to 16 candidates instead of 8: in the last such run the 9th
 #            candidate, level 1 problem 47, waited 0.37 s for its new worker's CUDA context)
 #   b70      the batch of 70 CUDA candidates (2 copies of the teacher's 27 kernels and the 16
-#            honest and cheating candidates), 24 judges at once: the default against `regup:w16`
-#            (l2batch's and triton's winners on 2026-12-05, together)
+#            honest and cheating candidates), 24 judges at once: the default against `pageable`
+#            and `w16` (run at 4d2bd7f as the old default against `regup:w16`)
 #   b259     the batch of 259 (9 copies; the issue's 256), one path: $B259_PATH, by default
 #            the default path (about 4-5 minutes)
-#   overhead benchmarks.trial_overhead (about a minute): where the 1.6-3.2 ms that each
-#            candidate timing call costs beyond its measured time goes (the reference's, on one
-#            reused input set, 0.19-0.36 ms), for 4 problems
+#   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
+#            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
+#            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
 # Each run takes about 3-5 minutes on an H200 (triton: 5 paths of 21 candidates, about 5). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
@@ -35,7 +37,7 @@ common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
   l2batch) args=(--backends=cuda --extras=false --problem_regex='level2/' --copies=4
                  --max_parallel=24 --timing_target_s=0.25
-                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup,zygote:lite_pch:reuse:gpu4:wu1) ;;
+                 --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pageable,zygote:lite_pch:reuse:gpu4:wu1) ;;
   l1batch) args=(--backends=cuda --extras=false --problem_regex='level1/' --copies=2
                  --max_parallel=24 --timing_target_s=0.25
                  --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pristine,\
@@ -44,7 +46,8 @@ zygote:lite_pch:reuse:gpu4:allseed) ;;
                 --paths=zygote:lite_pch:t0.25,zygote:lite_pch:t0.25:secondfirst,zygote:lite_pch:t0.25:pristine,\
 zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
   b70) args=(--backends=cuda --copies=2 --max_parallel=24 --timing_target_s=0.25
-             --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:regup:w16) ;;
+             --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pageable,\
+zygote:lite_pch:reuse:gpu4:w16) ;;
   b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
   overhead) ;;

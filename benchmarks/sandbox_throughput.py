@@ -46,9 +46,9 @@ made before (KZ_WORKER_SERVER_FORK=0: forked_worker_server.py); with `seqlaunch`
 precompiler building its kernels' C launchers after their compiles instead of beside them
 (KZ_TRITON_EARLY_LAUNCHERS=0: triton_precompile.py); with `wuN` (e.g. `wu1`), N warm-up calls
 before each timing's trials instead of SandboxConfig.warmup's (the candidate's checks have run
-its forward by then; what fewer cost in precision shows in the copies' spread); with `regup`,
-models of 16 MiB or more moved to the GPU from their own pages page-locked in place instead of
-from pageable memory (SandboxConfig.registered_uploads, off by default: host_registration.py);
+its forward by then; what fewer cost in precision shows in the copies' spread); with `pageable`,
+models moved to the GPU from pageable memory instead of from their own pages page-locked in place
+where they have 16 MiB or more (SandboxConfig.registered_uploads=False: host_registration.py);
 with `secondfirst`, a Triton judge that times the reference first building its second model
 before that timing, however long the first took (KZ_SECOND_REFERENCE_AFTER=0:
 judge_reference.SECOND_REFERENCE_AFTER_S); with `pristine`, each check's input set copied before
@@ -101,13 +101,13 @@ from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
 
-# Trailing tokens of a path, in any order: each turns one default off (`regup`: one on).
+# Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "regup", "secondfirst", "pristine", "allseed")
+              "seqlaunch", "pageable", "secondfirst", "pristine", "allseed")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:regup][:secondfirst][:pristine][:allseed][:tS][:pN][:fN]"
+             "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:tS][:pN][:fN]"
              "[:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -254,8 +254,8 @@ class BenchPath(NamedTuple):
   early_launchers: bool = True
   warmup: int | None = None  # warm-up calls per timing (None: SandboxConfig.warmup's)
   # large models moved to the GPU from their pages page-locked in place
-  # (SandboxConfig.registered_uploads, off by default)
-  registered_uploads: bool = False
+  # (SandboxConfig.registered_uploads), not from pageable memory
+  registered_uploads: bool = True
   # a slow reference's second model built after the timing measured first
   # (judge_reference.SECOND_REFERENCE_AFTER_S), not before it
   second_reference_after: bool = True
@@ -279,8 +279,8 @@ def parse_path(path: str) -> BenchPath:
   garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
   its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
   start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
-  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `regup`: large
-  models moved to the GPU from their pages page-locked in place; `secondfirst`: a reference's
+  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `pageable`: models
+  moved to the GPU from pageable memory, not from their pages page-locked in place; `secondfirst`: a reference's
   second model built before the timing measured first; `pristine`: a check's inputs compared
   with a copy made before the reference's forward; `allseed`: seeding by torch.manual_seed)."""
   launcher, _, rest = path.partition(":")
@@ -322,7 +322,7 @@ def parse_path(path: str) -> BenchPath:
                    "onejob" not in flags_given, parallel, startups, per_worker,
                    "refregen" not in flags_given, "gcscan" not in flags_given,
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
-                   "regup" in flags_given, "secondfirst" not in flags_given,
+                   "pageable" not in flags_given, "secondfirst" not in flags_given,
                    "pristine" not in flags_given, "allseed" in flags_given)
 
 

@@ -145,7 +145,7 @@ def test_off_a_gpu_the_move_is_the_plain_one():
 
 
 def test_switched_off_a_gpu_move_is_the_plain_one_and_touches_no_runtime():
-  # SandboxConfig.registered_uploads off (the default): judge and worker move plainly.
+  # SandboxConfig.registered_uploads off (on by default): judge and worker move plainly.
   import types  # pylint: disable=import-outside-toplevel
 
   def no_runtime():

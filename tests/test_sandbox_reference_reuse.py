@@ -176,7 +176,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
-                                                 + (True,) * 4 + (None, False, True, True, False))
+                                                 + (True,) * 4 + (None, True, True, True, False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -249,8 +249,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite_pch:gpu4:wu1:w8:t0.25") == path(
       "zygote:lite_pch:gpu4:wu1:w8:t0.25", lite=3, concurrency=4, warmup=1,
       candidates_per_worker=8, timing_target_s=0.25)
-  assert parse_path("zygote:lite_pch:gpu4:regup:wu1") == path(
-      "zygote:lite_pch:gpu4:regup:wu1", lite=3, concurrency=4, warmup=1, registered_uploads=True)
+  assert parse_path("zygote:lite_pch:gpu4:pageable:wu1") == path(
+      "zygote:lite_pch:gpu4:pageable:wu1", lite=3, concurrency=4, warmup=1,
+      registered_uploads=False)
   assert parse_path("zygote:lite_pch:t0.25:secondfirst") == path(
       "zygote:lite_pch:t0.25:secondfirst", lite=3, timing_target_s=0.25,
       second_reference_after=False)
@@ -268,7 +269,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:serial:serial", "zygote:fast:torchcmp:gpu4:nopre",
               "zygote:fast:torchcmp:torchcmp", "zygote:fast:alone:gpu4", "zygote:fast:t0",
               "zygote:fast:t0.1:t0.2", "zygote:fast:t", "zygote:fast:t-1", "zygote:fast:t0.1:gpu4",
-              "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:wu0", "zygote:fast:wu1:wu2", "zygote:fast:regup:regup",
+              "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:wu0", "zygote:fast:wu1:wu2", "zygote:fast:pageable:pageable",
+              "zygote:fast:regup",
               "zygote:fast:pristine:pristine", "zygote:fast:allseed:allseed",
               "zygote:fast:refafter:refafter",
               "zygote:fast:release:release", "zygote:fast:release:gpu4",

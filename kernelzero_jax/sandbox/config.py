@@ -121,9 +121,9 @@ class SandboxConfig:
   # GPU: models with 16 MiB or more on the CPU move to the GPU from their own pages page-locked
   # in place (host_registration.py), in the same step, hold or fence as the plain move. On an H200
   # machine 4 GiB moved in 0.34 s so against 0.79 s from pageable memory, alone
-  # (benchmarks/host_upload.py); off because a batch of 36 level-2 candidates ran at 1.06x the
-  # rate with it but its median candidate took 27.5 s against 21.9 s (BENCHMARKS.md).
-  registered_uploads: bool = False
+  # (benchmarks/host_upload.py); batches of 36 level-2 and of 70 mixed CUDA candidates ran at
+  # 1.06x and 1.05x the rate, with the same verdicts (BENCHMARKS.md, "Five sandbox changes").
+  registered_uploads: bool = True
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

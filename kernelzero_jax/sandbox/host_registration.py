@@ -8,9 +8,9 @@ machine (BENCHMARKS.md, "Models moved to the GPU through page-locked memory") 4 
 them took 0.18 + 0.08 + 0.08 s. A page-locked *copy* (`Tensor.pin_memory`) was slower than
 either: its fresh allocation took 2 s.
 
-SandboxConfig.registered_uploads turns this on. It is off by default: in a batch of 36 level-2
-candidates on an H200 (BENCHMARKS.md, "Five sandbox changes") it ran at 1.06x the rate, with a
-slower median candidate, which one run cannot tell from noise. What
+SandboxConfig.registered_uploads (on by default) turns this on: on an H200 (BENCHMARKS.md, "Five
+sandbox changes") batches of 36 level-2 and of 70 mixed CUDA candidates ran at 1.06x and 1.05x the
+rate with it, the same verdicts. What
 it must get right: each page registered once (storages may share a page, and registering a page
 twice fails), the storages alive until they are unregistered (the move drops the module's
 references to them), and a failed call's error kept from torch, which reads CUDA's last error
