@@ -278,11 +278,12 @@ def parse_path(path: str) -> BenchPath:
   reference timed on a fresh input set per trial; `gcscan`: the warm servers' imports left to the
   garbage collector; `wsspawn`: a judge process's worker server a fresh interpreter started after
   its first job; `seqlaunch`: Triton launchers built after their kernels; `fN`: at most N
-  start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N judges at once;
-  `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing; `pageable`: models
-  moved to the GPU from pageable memory, not from their pages page-locked in place;
-  `secondfirst`: a reference's second model built before the timing measured first; `pristine`: a check's inputs compared
-  with a copy made before the reference's forward; `allseed`: seeding by torch.manual_seed)."""
+  start-ups inside the fence at once (0: no limit); `tS`: a timing target of S seconds; `pN`: N
+  judges at once; `wN`: a worker serving up to N candidates; `wuN`: N warm-up calls per timing;
+  `pageable`: models moved to the GPU from pageable memory, not from their pages page-locked in
+  place; `secondfirst`: a reference's second model built before the timing measured first;
+  `pristine`: a check's inputs compared with a copy made before the reference's forward;
+  `allseed`: seeding by torch.manual_seed)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
