@@ -42,6 +42,11 @@ MIB_LEFT_OK = 1024
 PER_PROBLEM = ("candidate_construct", "candidate_init", "compare", "audits", "reference_checks")
 
 
+def rounded_median(values: list[float]) -> float | None:
+  """The median to 3 decimals, None for no values."""
+  return round(statistics.median(values), 3) if values else None
+
+
 def held_seconds(verdict: dict[str, Any]) -> float:
   """The seconds a judge held the GPU for this verdict (its steps, less OFF_HOLD)."""
   steps = (verdict.get("evidence") or {}).get("gpu_seconds") or {}
@@ -94,18 +99,17 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "held_s": round(statistics.median(held_seconds(r) for r in group), 2)}
   totals = lambda rs: [r["stage_seconds"]["total"] for r in rs
                        if "total" in (r.get("stage_seconds") or {})]
-  median = lambda xs: round(statistics.median(xs), 3) if xs else None
   precompiled = [(r.get("evidence") or {}).get("triton_precompile") for r in rows]
   precompiled = [p for p in precompiled if p]
   return {
       "num": len(rows),
       "status": dict(collections.Counter(r.get("status") for r in rows)),
-      "median_total_s": {"all": median(totals(rows)),
-                         "correct": median(totals([r for r in rows if r.get("correct")]))},
+      "median_total_s": {"all": rounded_median(totals(rows)),
+                         "correct": rounded_median(totals([r for r in rows if r.get("correct")]))},
       "num_correct": sum(bool(r.get("correct")) for r in rows),
       # Triton candidates on a GPU: their precompilers' steps, and Triton seeds planted
       "triton_precompile": {"n": len(precompiled), **{
-          key: median([p[key] for p in precompiled if key in p])
+          key: rounded_median([p[key] for p in precompiled if key in p])
           for key in ("seconds", "utils_s", "kernels_s", "launchers_s", "waited_s")}},
       "triton_seed_planted": sum(bool(((r.get("evidence") or {}).get("triton_seed") or {})
                                       .get("planted")) for r in rows),
@@ -456,10 +460,10 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
         inferred.append((held_ms - calls * ms) / calls)
       if side in (loop := ev.get("timing_loop_ms") or {}):
         said.append(loop[side])
-    median = lambda values: round(statistics.median(values), 3) if values else None
-    out[side] = {"n": len(inferred), "median_ms": median(inferred),
-                 "said": {"n": len(said), **{key: median([d[key] for d in said if key in d])
-                                             for key in ("inputs_ms", "beyond_ms")}}}
+    said_medians = {key: rounded_median([d[key] for d in said if key in d])
+                    for key in ("inputs_ms", "beyond_ms")}
+    out[side] = {"n": len(inferred), "median_ms": rounded_median(inferred),
+                 "said": {"n": len(said), **said_medians}}
   return out
 
 

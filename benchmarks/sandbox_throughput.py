@@ -95,8 +95,8 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import (hold_timeline, left_after_release, timing_calls_beyond,
-                                   timings_beside_startups)
+from benchmarks.gpu_steps import (hold_timeline, left_after_release, rounded_median as _median,
+                                   timing_calls_beyond, timings_beside_startups)
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
@@ -339,10 +339,6 @@ def _server_env(path: BenchPath):
             "KZ_INPUTS_AGAINST_REFERENCE": path.inputs_against_reference,
             "KZ_SEED_ALL_BACKENDS": path.seed_all_backends}
   return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
-
-
-def _median(values: list[float]) -> float | None:
-  return round(statistics.median(values), 3) if values else None
 
 
 def judge_processes(rows: list[dict]) -> dict[str, Any]:
