@@ -19,6 +19,12 @@ from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.worker_handle import StageFailure
 
 
+# What a worker's run reply may add to the verdict's evidence (worker_run.RunSteps.run), and
+# its form: names, or counts by name.
+WORKER_EVIDENCE = {"ops": list, "gpu_kernels": list, "own_kernels_ran": list,
+                   "triton_launches": dict}
+
+
 class CandidateSteps:
   """Judge's checks and timing of the candidate. A mixin of Judge: the state it reads is
   Judge.__init__'s."""
@@ -173,15 +179,25 @@ class CandidateSteps:
     if not ok:
       raise StageFailure(V.INCORRECT, f"{stage}: " + "; ".join(reasons[:4]))
 
-  def _merge_evidence(self, ev: dict[str, Any]) -> None:
+  def _merge_evidence(self, ev: Any) -> None:
+    """Adds what a worker's run reply says it saw (WORKER_EVIDENCE: lists of names, counts by
+    name) to the verdict's evidence. The worker shares its process with the candidate, so
+    nothing else it sends is recorded, and what is recorded is coerced to names and counts: a
+    reply may not write the judge's own evidence, nor make the judge fail on it."""
+    if not isinstance(ev, dict):
+      return
     store = self.verdict.evidence
-    for key, val in ev.items():
-      if isinstance(val, list):
-        store[key] = sorted(set(store.get(key, [])) | set(val))
-      elif isinstance(val, dict):
+    for key, form in WORKER_EVIDENCE.items():
+      val = ev.get(key)
+      if not isinstance(val, form):
+        continue
+      if form is list:
+        store[key] = sorted(set(store.get(key, [])) | {str(x)[:200] for x in val})
+      else:
         merged = dict(store.get(key, {}))
         for k, n in val.items():
-          merged[k] = merged.get(k, 0) + n
+          if isinstance(n, int) and not isinstance(n, bool):
+            merged[str(k)[:200]] = merged.get(str(k)[:200], 0) + n
         store[key] = merged
 
   def _timed(self, base: int) -> None:
