@@ -29,6 +29,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kernelzero_jax.sandbox import process_tree
+
 # ATen ops a candidate's forward may dispatch: allocation, views and metadata, copies within one
 # device. Everything else computes, and computing is the kernel's job.
 ALLOWED_ATEN_OPS = frozenset({
@@ -265,8 +267,7 @@ def thread_and_process_violations(baseline_threads: set[int]) -> list[str]:
     out.append(f"the candidate started {len(extra)} background thread(s) "
                f"({', '.join(t.name for t in extra[:3])})")
   try:
-    import psutil
-    children = psutil.Process().children(recursive=True)
+    children = process_tree.descendant_pids()
     if children:
       out.append(f"the candidate started {len(children)} child process(es)")
   except Exception:  # pylint: disable=broad-except

@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import process_tree
 from kernelzero_jax.sandbox import verdict as V
 
 
@@ -198,9 +199,9 @@ class WorkerHandle:
 def _tree_rss(proc) -> int:
   import psutil  # pylint: disable=import-outside-toplevel
   total = 0
-  for p in [proc] + proc.children(recursive=True):
+  for pid in [proc.pid] + process_tree.descendant_pids(proc.pid):
     with contextlib.suppress(psutil.Error):
-      total += p.memory_info().rss
+      total += (proc if pid == proc.pid else psutil.Process(pid)).memory_info().rss
   return total
 
 
@@ -226,10 +227,10 @@ def kill_descendants() -> None:
   kept = KEPT_PIDS | ({PARKED["handle"].proc.pid} if PARKED else set())
   try:
     import psutil  # pylint: disable=import-outside-toplevel
-    for p in psutil.Process().children(recursive=True):
-      if p.pid not in kept:
+    for pid in process_tree.descendant_pids():
+      if pid not in kept:
         with contextlib.suppress(psutil.Error):
-          p.kill()
+          psutil.Process(pid).kill()  # (not a process that took a gone one's number since)
   except Exception:  # pylint: disable=broad-except
     pass
 

@@ -1,0 +1,74 @@
+"""The processes descended from one (process_tree.descendant_pids: what a worker looks for after
+each command, what its judge watches the memory of and kills) against psutil's
+children(recursive=True), which it replaced: the same processes, with real ones."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from kernelzero_jax.sandbox import evidence
+from kernelzero_jax.sandbox import process_tree
+
+# A child that starts a grandchild and waits for it; both sleep until killed.
+TREE = [sys.executable, "-c",
+        "import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); import time; time.sleep(60)"]
+
+
+def _psutils(pid: int | None = None) -> set[int]:
+  return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+
+
+def _wait_for(count: int) -> None:
+  deadline = time.monotonic() + 30
+  while len(_psutils()) < count:
+    assert time.monotonic() < deadline, "the processes did not start"
+    time.sleep(0.02)
+
+
+@pytest.fixture(name="kill_children")
+def _kill_children():
+  yield
+  for p in psutil.Process().children(recursive=True):
+    p.kill()
+  psutil.wait_procs(psutil.Process().children(), timeout=10)
+
+
+@pytest.mark.usefixtures("kill_children")
+def test_children_grandchildren_and_those_of_other_threads_are_found():
+  assert process_tree.descendant_pids() == [] == list(_psutils())
+  subprocess.Popen(TREE)  # pylint: disable=consider-using-with
+  # One started by a thread that has ended since: its process adopts it.
+  thread = threading.Thread(target=lambda: subprocess.Popen(TREE))  # pylint: disable=consider-using-with
+  thread.start()
+  thread.join()
+  _wait_for(4)
+  found = process_tree.descendant_pids()
+  assert len(found) == 4 and set(found) == _psutils()
+  child = min(psutil.Process().children(), key=lambda p: p.pid)
+  assert set(process_tree.descendant_pids(child.pid)) == _psutils(child.pid) and len(
+      _psutils(child.pid)) == 1
+  assert evidence.thread_and_process_violations({t.ident for t in threading.enumerate()}) == [
+      "the candidate started 4 child process(es)"]
+
+
+@pytest.mark.usefixtures("kill_children")
+def test_without_children_files_psutil_looks(monkeypatch):
+  subprocess.Popen(TREE)  # pylint: disable=consider-using-with
+  _wait_for(2)
+  exists = os.path.exists
+  monkeypatch.setattr(os.path, "exists",
+                      lambda p: False if str(p).endswith("/children") else exists(p))
+  listdir, tasks_listed = os.listdir, []
+  monkeypatch.setattr(os, "listdir", lambda p: (
+      tasks_listed.append(p) if str(p).endswith("/task") else None, listdir(p))[1])
+  assert set(process_tree.descendant_pids()) == _psutils() and len(_psutils()) == 2
+  assert tasks_listed == []  # (not from the children files)
+  assert process_tree.descendant_pids(2**22 + 7) == []  # no such process
