@@ -33,42 +33,46 @@ def _wait_for(count: int) -> None:
     time.sleep(0.02)
 
 
-@pytest.fixture(name="kill_children")
-def _kill_children():
-  yield
-  for p in psutil.Process().children(recursive=True):
+@pytest.fixture(name="before")
+def _before():
+  """This process's descendants before the test (multiprocessing's resource tracker, say);
+  those the test started are killed after it."""
+  before = _psutils()
+  yield before
+  started = [psutil.Process(pid) for pid in _psutils() - before]
+  for p in started:
     p.kill()
-  psutil.wait_procs(psutil.Process().children(), timeout=10)
+  psutil.wait_procs(started, timeout=10)
 
 
-@pytest.mark.usefixtures("kill_children")
-def test_children_grandchildren_and_those_of_other_threads_are_found():
-  assert process_tree.descendant_pids() == [] == list(_psutils())
+def test_children_grandchildren_and_those_of_other_threads_are_found(before):
+  assert set(process_tree.descendant_pids()) == before
   subprocess.Popen(TREE)  # pylint: disable=consider-using-with
   # One started by a thread that has ended since: its process adopts it.
   thread = threading.Thread(target=lambda: subprocess.Popen(TREE))  # pylint: disable=consider-using-with
   thread.start()
   thread.join()
-  _wait_for(4)
+  _wait_for(len(before) + 4)
   found = process_tree.descendant_pids()
-  assert len(found) == 4 and set(found) == _psutils()
-  child = min(psutil.Process().children(), key=lambda p: p.pid)
+  assert len(found) == len(before) + 4 and set(found) == _psutils()
+  child = max(psutil.Process().children(), key=lambda p: p.pid)
   assert set(process_tree.descendant_pids(child.pid)) == _psutils(child.pid) and len(
       _psutils(child.pid)) == 1
-  assert evidence.thread_and_process_violations({t.ident for t in threading.enumerate()}) == [
-      "the candidate started 4 child process(es)"]
+  baseline = {t.ident for t in threading.enumerate()}
+  assert evidence.thread_and_process_violations(baseline) == [
+      f"the candidate started {len(before) + 4} child process(es)"]
 
 
-@pytest.mark.usefixtures("kill_children")
-def test_without_children_files_psutil_looks(monkeypatch):
+def test_without_children_files_psutil_looks(monkeypatch, before):
   subprocess.Popen(TREE)  # pylint: disable=consider-using-with
-  _wait_for(2)
+  _wait_for(len(before) + 2)
   exists = os.path.exists
   monkeypatch.setattr(os.path, "exists",
                       lambda p: False if str(p).endswith("/children") else exists(p))
   listdir, tasks_listed = os.listdir, []
   monkeypatch.setattr(os, "listdir", lambda p: (
       tasks_listed.append(p) if str(p).endswith("/task") else None, listdir(p))[1])
-  assert set(process_tree.descendant_pids()) == _psutils() and len(_psutils()) == 2
+  found = process_tree.descendant_pids()
+  assert set(found) == _psutils() and len(found) == len(before) + 2
   assert tasks_listed == []  # (not from the children files)
   assert process_tree.descendant_pids(2**22 + 7) == []  # no such process
