@@ -27,11 +27,13 @@
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
+#   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
+#            to the judge by CUDA IPC costs, by size, against buffers the judge shared once
 # Each run takes about 3-5 minutes on an H200 (triton: 5 paths of 21 candidates, about 5). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
-out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259 or overhead}; kb=${3:-.kb}
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259, overhead or ipc}; kb=${3:-.kb}
 mkdir -p "$out/$run"
 common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
@@ -50,7 +52,7 @@ zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
 zygote:lite_pch:reuse:gpu4:w16) ;;
   b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
-  overhead) ;;
+  overhead|ipc) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
 git rev-parse HEAD > "$out/$run/commit.txt" 2>/dev/null
@@ -58,6 +60,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$r
 if [ "$run" = overhead ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
       --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1
+elif [ "$run" = ipc ]; then
+  timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_ipc --out="$out/$run/cuda_ipc.json" \
+      > "$out/$run/console.txt" 2>&1
 else
   timeout "${LIMIT_S:-560}" python -m benchmarks.sandbox_throughput "${common[@]}" "${args[@]}" \
       > "$out/$run/console.txt" 2>&1
