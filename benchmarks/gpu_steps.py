@@ -467,6 +467,36 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
   return out
 
 
+MESSAGE_PARTS = ("until_read_s", "read_s", "worker_s", "worker_send_s", "views_dropped_s")
+
+
+def message_costs(rows: list[dict]) -> dict[str, dict[str, Any]]:
+  """Where the judge's exchanges with its worker went, per command (verdicts since this was
+  added: evidence["messages"], WorkerHandle._account): how many, and each part's seconds summed
+  over the verdicts and per message (ms): "until_read_s", from the command's send to the start
+  of its reply's read (for "run", the judge's reference forward on the same inputs in between);
+  "read_s", the read (on a GPU, the CUDA IPC handles of the reply's tensors opened);
+  "worker_s" and "worker_send_s", the worker's own account of its time on the command and of
+  sending the reply (its CUDA IPC handles made); "views_dropped_s", the judge's views of a
+  check's tensors let go (their handles closed)."""
+  totals: dict[str, dict[str, float]] = {}
+  for r in rows:
+    for cmd, stats in ((r.get("evidence") or {}).get("messages") or {}).items():
+      if not isinstance(stats, dict):
+        continue
+      total = totals.setdefault(cmd, {"n": 0})
+      for key in ("n", *MESSAGE_PARTS):
+        if isinstance(stats.get(key), (int, float)):
+          total[key] = total.get(key, 0) + stats[key]
+  out = {}
+  for cmd, total in sorted(totals.items(), key=lambda kv: -kv[1].get("until_read_s", 0.0)):
+    n = int(total["n"])
+    out[cmd] = {"n": n, **{key: round(total[key], 3) for key in MESSAGE_PARTS if key in total},
+                "per_message_ms": {key[:-2]: round(1000.0 * total[key] / n, 3)
+                                   for key in MESSAGE_PARTS if key in total and n}}
+  return out
+
+
 def _define_flags() -> None:
   """The command line, defined only when this runs as a program: tests import this module
   beside other benchmarks whose flags have the same names."""
@@ -508,6 +538,10 @@ def main(argv: list[str]) -> None:
         forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\na timing's calls beyond the forward time they measured (ms a call):",
         timing_calls_beyond(rows, args.warmup, args.num_audits))
+  if messages := message_costs(rows):
+    print("\nthe judge's exchanges with its worker, per command (s; per message, ms):")
+    for cmd, m in messages.items():
+      print(f"  {cmd}: {m}")
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:

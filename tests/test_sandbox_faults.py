@@ -82,6 +82,12 @@ def test_honest_candidate_after_all_faults_is_correct(verdicts):
   v = verdicts["honest_last"]
   assert v.correct, _describe(v)
   assert v.stage == "done"
+  # Its judge's account of each exchange with the worker (WorkerHandle._account): the 5 checks
+  # and the last one on unseen inputs, each reply read after its worker's own time on it.
+  runs = v.evidence["messages"]["run"]
+  assert runs["n"] == CONFIG.num_correct_trials + 1
+  assert 0 < runs["worker_s"] < runs["until_read_s"] and runs["views_dropped_s"] >= 0
+  assert v.evidence["messages"]["init"]["n"] == v.evidence["messages"]["construct"]["n"] == 1
 
 
 @pytest.mark.parametrize("name", [n for n in JOBS if n != "honest_last"])

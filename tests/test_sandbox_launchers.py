@@ -438,6 +438,28 @@ def test_the_benchmarks_summarise_what_timing_trials_say_they_cost_beyond_their_
       "candidate": nothing, "reference": nothing}
 
 
+def test_gpu_steps_sums_the_judges_exchanges_with_its_worker_per_command():
+  """gpu_steps.message_costs over verdicts' evidence["messages"] (WorkerHandle._account), exact
+  sums and per-message means; verdicts from before it, and malformed entries, count for
+  nothing."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  said = lambda **cmds: {"evidence": {"messages": cmds}}
+  rows = [said(run={"n": 6, "until_read_s": 0.06, "read_s": 0.012, "worker_s": 0.03,
+                    "worker_send_s": 0.006, "views_dropped_s": 0.003},
+               init={"n": 1, "until_read_s": 0.5, "worker_s": 0.25}),
+          said(run={"n": 2, "until_read_s": 0.02, "read_s": 0.004, "worker_s": "x"},
+               time="nonsense"),
+          {"evidence": {}}, {}]
+  assert gpu_steps.message_costs(rows) == {
+      "init": {"n": 1, "until_read_s": 0.5, "worker_s": 0.25,
+               "per_message_ms": {"until_read": 500.0, "worker": 250.0}},
+      "run": {"n": 8, "until_read_s": 0.08, "read_s": 0.016, "worker_s": 0.03,
+              "worker_send_s": 0.006, "views_dropped_s": 0.003,
+              "per_message_ms": {"until_read": 10.0, "read": 2.0, "worker": 3.75,
+                                 "worker_send": 0.75, "views_dropped": 0.375}}}
+  assert gpu_steps.message_costs([]) == {}
+
+
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   verdict = lambda problem, **steps: {"problem": problem, "status": "correct",

@@ -97,6 +97,7 @@ def test_a_replys_tensors_are_gone_when_the_next_command_is_answered():
   stub = object.__new__(worker_lib._Worker)  # pylint: disable=protected-access
   judge_end, stub.conn = multiprocessing.Pipe(duplex=True)
   stub.spec, stub.device, stub._held = {}, torch.device("cpu"), None  # pylint: disable=protected-access
+  stub._last_send_s = None  # pylint: disable=protected-access
   stub.build = lambda: {"ok": True}
 
   def run(seed, profile):
@@ -113,9 +114,15 @@ def test_a_replys_tensors_are_gone_when_the_next_command_is_answered():
   loop = threading.Thread(target=stub.serve, daemon=True)
   loop.start()
 
+  said = []  # each answer's own account of its time: which of its keys it had
+
   def answer():
     assert judge_end.poll(30), "the worker's loop did not answer"
-    return channel.recv(judge_end)
+    reply = channel.recv(judge_end)
+    times = {k: reply.pop(k) for k in ("spent_s", "last_send_s") if k in reply}
+    assert all(isinstance(t, float) and 0 <= t < 30 for t in times.values())
+    said.append(sorted(times))
+    return reply
 
   ask = lambda msg: (channel.send(judge_end, msg, by_value=True), answer())[1]
   assert answer() == {"ok": True}  # built
@@ -124,6 +131,44 @@ def test_a_replys_tensors_are_gone_when_the_next_command_is_answered():
   assert ask({"cmd": "run", "seed": 2})["seed"] == 2
   assert ask({"cmd": "nonsense"})["error"] == "unknown command 'nonsense'"
   assert ask({"cmd": "release"}) == {"ok": True, "alive": [False, False]}
+  # The build's reply says nothing; every answer its time, and from the second on the last's
+  # sending.
+  assert said == [[]] + [["spent_s"]] + [["last_send_s", "spent_s"]] * 4
   channel.send(judge_end, {"cmd": "exit"}, by_value=True)
   loop.join(10)
   assert not loop.is_alive()
+
+
+def _answer_with_accounts(conn, spec, inherited_fds):
+  """Answers four commands with the accounts a worker gives (worker._Worker._serve_candidate),
+  some of them nonsense, as a candidate sharing the worker's process could make them."""
+  del spec
+  for fd in inherited_fds:
+    os.close(fd)
+  for said in ({"spent_s": 0.5}, {"spent_s": "fast", "last_send_s": -1.0},
+               {"spent_s": float("nan"), "last_send_s": 0.25},
+               {"spent_s": True, "last_send_s": 0.125}):
+    channel.recv(conn)
+    channel.send(conn, {"ok": True, **said}, by_value=True)
+  channel.recv(conn)
+
+
+def test_the_handle_accounts_for_each_command_and_ignores_a_workers_nonsense(tmp_path):
+  handle = worker_handle.WorkerHandle({"workdir": str(tmp_path)}, 1.0,
+                                      target=_answer_with_accounts)
+  try:
+    handle.request({"cmd": "a"}, 30, "a")  # before the judge asks for accounts: none kept
+    handle.messages = {}
+    for cmd in ("b", "c", "b"):
+      assert handle.request({"cmd": cmd}, 30, cmd)["ok"]
+    messages = handle.messages
+    assert sorted(messages) == ["b", "c"] and messages["b"]["n"] == 2 and messages["c"]["n"] == 1
+    # "b" was answered first with nonsense, then with a bool: no worker time either way; its
+    # first reply's sending was said with "c"'s reply (0.25 s), "c"'s with the last (0.125 s).
+    assert "worker_s" not in messages["b"] and "worker_s" not in messages["c"]
+    assert messages["b"]["worker_send_s"] == 0.25 and messages["c"]["worker_send_s"] == 0.125
+    for stats in messages.values():
+      assert 0 <= stats["read_s"] <= stats["until_read_s"] < 30 * stats["n"]
+  finally:
+    channel.send(handle.conn, {"cmd": "exit"}, by_value=True)
+    handle.proc.join(30)

@@ -12,7 +12,6 @@ import threading
 import time
 from typing import Any
 
-from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import judge_reference
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox import worker_handle
@@ -114,7 +113,7 @@ class CandidateSteps:
       # processes, nothing timed): the step records the wait for the worker that is left after.
       # A candidate's failure is reported before a reference's, as when they ran in turn.
       t0 = time.perf_counter()
-      channel.send(self.worker.conn, request, by_value=True)
+      self.worker.send(request)
       reference_failure, flagged = None, self.verdict.reference_error
       with self._step("reference_run"):
         try:
@@ -140,6 +139,13 @@ class CandidateSteps:
       self._inputs_kept(seed, reply["inputs_after"], ref_inputs, stage, pristine)
       del ref_inputs, pristine
       self._compare(reply["outputs"], refs, stage)
+    # The views of the worker's tensors let go of here (on a GPU, their CUDA IPC handles
+    # closed), not somewhere in the next step.
+    t0 = time.perf_counter()
+    del reply
+    stats = self.verdict.evidence.setdefault("messages", {}).setdefault("run", {"n": 0})
+    stats["views_dropped_s"] = round(stats.get("views_dropped_s", 0.0)
+                                     + time.perf_counter() - t0, 5)
     return refs
 
   def _inputs_kept(self, seed: int, after: list, ref_inputs: list, stage: str,

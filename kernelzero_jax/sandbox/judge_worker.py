@@ -137,6 +137,8 @@ class WorkerSteps:
       else:
         self.worker = WorkerHandle(worker_spec, self.cfg.memory_limit_gb)
         self.worker_serves = 1
+      # What each command's exchange with the worker took (WorkerHandle._account).
+      self.worker.messages = self.verdict.evidence.setdefault("messages", {})
       if reuse is not None:
         self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
       self.verdict.evidence["worker_start"] = ("kept" if kept is not None

@@ -187,6 +187,7 @@ class _Worker(BuildSteps, RunSteps):
     self.constructed: tuple[int, Any] | None = None  # (seed, ModelNew on the CPU): construct()
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
+    self._last_send_s: float | None = None  # the last reply's (_serve_candidate)
 
   def _warm_up_observers(self) -> None:
     """Runs each observer once before the integrity snapshot: their first use imports modules
@@ -249,6 +250,7 @@ class _Worker(BuildSteps, RunSteps):
     self._send(built)
     while True:
       msg = channel.recv(self.conn)
+      received_at = time.perf_counter()
       # The last reply's tensors go now (the judge is done with its CUDA IPC views of them):
       # _held kept them alive, and nothing else may. (A reply kept in a local of this loop until
       # the next one replaced it kept a 6 GiB problem's inputs and outputs past the release on an
@@ -263,7 +265,16 @@ class _Worker(BuildSteps, RunSteps):
           reply = {"ok": True, "reusable": False, "drift": ["park failed: " + V.error_tail(e, 3)]}
         self._send(reply)
         return reply["reusable"]
-      self._send(self._answer(msg))
+      reply = self._answer(msg)
+      # For reading only (its judge's evidence["messages"], WorkerHandle.wait): this command's
+      # seconds here, and the last reply's sending (on a GPU, its CUDA IPC handles made).
+      reply["spent_s"] = time.perf_counter() - received_at
+      if self._last_send_s is not None:
+        reply["last_send_s"] = self._last_send_s
+      sent_at = time.perf_counter()
+      self._send(reply)
+      self._last_send_s = time.perf_counter() - sent_at
+      del reply  # (its tensors stay alive only in _held, as above)
 
   # -- serving several candidates (worker_state.py) --------------------------------------------
 

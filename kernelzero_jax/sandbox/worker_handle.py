@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -74,6 +75,11 @@ class WorkerHandle:
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     self.stderr_path = worker.output_file(spec, "stderr.txt")
     self.memory_limit = memory_limit_gb * 2**30
+    # Where its replies are accounted for (_account), when its judge gives a dict; the command
+    # whose reply is awaited, with its time of sending; the command answered last.
+    self.messages: dict[str, dict[str, Any]] | None = None
+    self._sent: tuple[str, float] | None = None
+    self._answered: str | None = None
     try:
       self._start(WORKER_START, target or worker.worker_main, spec)
     except (OSError, EOFError) as e:
@@ -99,8 +105,13 @@ class WorkerHandle:
     finally:
       child.close()
 
-  def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
+  def send(self, msg: dict[str, Any]) -> None:
+    """Sends a command whose reply the next wait takes (and accounts for: `messages`)."""
+    self._sent = (str(msg.get("cmd")), time.perf_counter())
     channel.send(self.conn, msg, by_value=True)
+
+  def request(self, msg: dict[str, Any], timeout_s: float, stage: str) -> dict[str, Any]:
+    self.send(msg)
     return self.wait(timeout_s, stage)
 
   def wait(self, timeout_s: float, stage: str, limit_s: float | None = None) -> dict[str, Any]:
@@ -119,7 +130,10 @@ class WorkerHandle:
       alive = self.proc.is_alive() and self.proc.exitcode is None
       if ready or (not alive and self.conn.poll(0)):
         try:
-          return channel.recv(self.conn)
+          read_at = time.perf_counter()
+          reply = channel.recv(self.conn)
+          self._account(reply, read_at)
+          return reply
         except (EOFError, ConnectionError, OSError):
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
@@ -142,6 +156,28 @@ class WorkerHandle:
         raise StageFailure(V.TIMEOUT, f"{stage}: no answer within "
                            f"{timeout_s if limit_s is None else limit_s:g} s")
 
+  def _account(self, reply: Any, read_at: float) -> None:
+    """Adds the reply to the command sent last (send) to `messages`, where the judge gave one
+    (Judge: its verdict's evidence["messages"]): {command: {"n", "until_read_s" (from the send
+    to the start of the reply's read), "read_s" (its read: on a GPU, the CUDA IPC handles of its
+    tensors opened), "worker_s" and "worker_send_s" (the worker's own account, for reading
+    only: its seconds on the command, and on sending its reply)}}."""
+    now = time.perf_counter()
+    sent, self._sent = self._sent, None
+    if self.messages is None or sent is None:
+      return
+    cmd, sent_at = sent
+    stats = self.messages.setdefault(cmd, {"n": 0})
+    stats["n"] += 1
+    _add(stats, "until_read_s", read_at - sent_at)
+    _add(stats, "read_s", now - read_at)
+    said = reply if isinstance(reply, dict) else {}
+    _add(stats, "worker_s", said.get("spent_s"))
+    if self._answered is not None:  # that reply's sending, said with this one
+      _add(self.messages.setdefault(self._answered, {"n": 0}), "worker_send_s",
+           said.get("last_send_s"))
+    self._answered = cmd
+
   def _stderr_tail(self, lines: int = 8) -> str:
     try:
       with open(self.stderr_path, errors="replace") as f:
@@ -155,6 +191,7 @@ class WorkerHandle:
     from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
     self.stderr_path = worker.output_file(spec, "stderr.txt")
     self.start_method = "kept"
+    self._sent = self._answered = None  # (its park's reply was the last candidate's)
     channel.send(self.conn, {"cmd": "next", "spec": spec}, by_value=True)
 
   @property
@@ -194,6 +231,14 @@ class WorkerHandle:
     self.proc.join(timeout=5)
     if self.kill_descendants:
       kill_descendants()
+
+
+def _add(stats: dict[str, Any], key: str, seconds: Any) -> None:
+  """stats[key] += seconds (rounded to 10 µs), where seconds is a finite number >= 0 (a
+  worker's own account may be anything)."""
+  if (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+      and math.isfinite(seconds) and seconds >= 0):
+    stats[key] = round(stats.get(key, 0.0) + seconds, 5)
 
 
 def _tree_rss(proc) -> int:
@@ -297,4 +342,5 @@ def park(handle: WorkerHandle, key: str, served: int) -> None:
   """Keeps `handle`'s worker (stopped: WorkerHandle.stop) for the next job, made for `key`
   (worker_key) after serving `served` candidates; take_kept_worker takes it."""
   global PARKED
+  handle.messages = None  # (the next job's judge gives its own)
   PARKED = {"handle": handle, "key": key, "served": served}
