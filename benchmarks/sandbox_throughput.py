@@ -95,8 +95,9 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import (hold_timeline, left_after_release, rounded_median as _median,
-                                   timing_calls_beyond, timings_beside_startups)
+from benchmarks.gpu_steps import (hold_timeline, left_after_release, message_costs,
+                                   rounded_median as _median, timing_calls_beyond,
+                                   timings_beside_startups)
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
@@ -472,6 +473,7 @@ def run() -> dict:
     spread = copy_spread(rows)
     after = after_forward(rows)
     overhead = timing_calls_beyond(rows, config.warmup, config.num_audits)
+    messages = message_costs(rows)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     # from the build's end to the first hold's request (judge.py: nothing of it holds the GPU)
     to_hold = _median([ev["build_to_hold_s"] for r in rows
@@ -509,7 +511,7 @@ def run() -> dict:
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
-                     "trial_overhead": overhead,
+                     "trial_overhead": overhead, "messages": messages,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
@@ -582,6 +584,9 @@ def run() -> dict:
       if o["said"]["n"]:
         print(f"a {side} timing trial beyond its measurement (median of {o['said']['n']}): "
               f"{o['said']['beyond_ms']} ms, its input set {o['said']['inputs_ms']} ms of it")
+    for cmd, m in messages.items():  # the judges' exchanges with their workers (gpu_steps)
+      print(f"exchanges of '{cmd}' ({m['n']}), per message (ms): "
+            + ", ".join(f"{k} {v}" for k, v in m["per_message_ms"].items()))
     _write({"summary": {"device": device, "timing": base.timing, "num_candidates": len(jobs),
                         "complete": False}, "results": results})  # kept if a later path is stopped
 
