@@ -18,6 +18,13 @@ def _answer_and_exit(conn, spec, inherited_fds):
   channel.send(conn, {"ok": True, "answer": 42}, by_value=True)
 
 
+def _answer_with_a_list(conn, spec, inherited_fds):
+  del spec
+  for fd in inherited_fds:
+    os.close(fd)
+  channel.send(conn, ["ok", True], by_value=True)
+
+
 def _exit_silently(conn, spec, inherited_fds):
   del conn, spec, inherited_fds
 
@@ -172,3 +179,14 @@ def test_the_handle_accounts_for_each_command_and_ignores_a_workers_nonsense(tmp
   finally:
     channel.send(handle.conn, {"cmd": "exit"}, by_value=True)
     handle.proc.join(30)
+
+
+def test_a_reply_that_is_not_a_message_ends_the_stage_not_the_judge(tmp_path):
+  """What a candidate sharing the worker's process could send in its stead: a status, where the
+  judge reading it as a message would fail itself."""
+  handle = worker_handle.WorkerHandle({"workdir": str(tmp_path)}, 1.0, target=_answer_with_a_list)
+  with pytest.raises(worker_handle.StageFailure, match="run: the worker's reply is not a "
+                     r"message \(list\)") as failure:
+    handle.wait(10, "run")
+  assert failure.value.status == "runtime_error"
+  handle.proc.join(30)

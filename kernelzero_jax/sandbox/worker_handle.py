@@ -133,11 +133,15 @@ class WorkerHandle:
           read_at = time.perf_counter()
           reply = channel.recv(self.conn)
           self._account(reply, read_at)
-          return reply
         except (EOFError, ConnectionError, OSError):
           pass  # died mid-message; reported below
         except Exception as e:  # pylint: disable=broad-except
           raise StageFailure(V.RUNTIME_ERROR, f"{stage}: unreadable reply from worker: {e}")
+        else:
+          if not isinstance(reply, dict):  # (the worker's own are; its candidate may send any)
+            raise StageFailure(V.RUNTIME_ERROR, f"{stage}: the worker's reply is not a message "
+                               f"({type(reply).__name__})")
+          return reply
       if not alive:  # dead before the look, or died mid-message
         self.proc.join(timeout=1)
         raise StageFailure(V.COMPILE_ERROR if stage == "build" else V.RUNTIME_ERROR,
