@@ -467,6 +467,31 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
   return out
 
 
+def timing_wall_ratios(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[str, Any]:
+  """How the judge's own clock bounds a candidate's timing: per verdict, the timing step's
+  seconds under the hold (its fence wait taken off) over the time the worker said its calls
+  took (the trials, `warmup` warm-ups and `audits` audited calls at its median). The worker
+  shares its process with the candidate, whose native code could forge that reply; a forgery
+  claiming k times faster multiplies this ratio by k, so the ratios of honest candidates say
+  how far a bound on it would let one go unnoticed. Their spread (min, median, max) over the
+  verdicts, and the problems of the five largest."""
+  found = []
+  for r in rows:
+    ev = r.get("evidence") or {}
+    steps, trials = ev.get("gpu_seconds") or {}, (ev.get("timing_trials") or {}).get("candidate")
+    ms = r.get("candidate_ms")
+    if "candidate_timing" in steps and trials and ms:
+      held_ms = 1000.0 * (steps["candidate_timing"]
+                          - ((ev.get("fence_wait_s") or {}).get("candidate_timing") or 0.0))
+      found.append((held_ms / ((trials + warmup + audits) * ms), r.get("problem")))
+  if not found:
+    return {"n": 0}
+  ratios = sorted(ratio for ratio, _ in found)
+  return {"n": len(found), "min": round(ratios[0], 2), "median": rounded_median(ratios),
+          "max": round(ratios[-1], 2),
+          "largest": [(round(x, 2), p) for x, p in sorted(found, key=lambda f: -f[0])[:5]]}
+
+
 MESSAGE_PARTS = ("until_read_s", "read_s", "worker_s", "worker_send_s", "views_dropped_s")
 
 
@@ -538,6 +563,8 @@ def main(argv: list[str]) -> None:
         forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\na timing's calls beyond the forward time they measured (ms a call):",
         timing_calls_beyond(rows, args.warmup, args.num_audits))
+  print("\na timing's held time over the time its calls were said to take (a bound on a "
+        "forged timing):", timing_wall_ratios(rows, args.warmup, args.num_audits))
   if messages := message_costs(rows):
     print("\nthe judge's exchanges with its worker, per command (s; per message, ms):")
     for cmd, m in messages.items():

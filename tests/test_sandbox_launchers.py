@@ -460,6 +460,27 @@ def test_gpu_steps_sums_the_judges_exchanges_with_its_worker_per_command():
   assert gpu_steps.message_costs([]) == {}
 
 
+def test_gpu_steps_bounds_a_timing_by_the_judges_clock():
+  """gpu_steps.timing_wall_ratios: the timing step's held seconds over what the worker said its
+  trials, warm-ups and audited calls took, exact values; verdicts without a timing count for
+  nothing."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  timed = lambda problem, held_s, trials, ms, fence_s=None: {
+      "problem": problem, "candidate_ms": ms,
+      "evidence": {"gpu_seconds": {"candidate_timing": held_s},
+                   "timing_trials": {"candidate": trials},
+                   **({"fence_wait_s": {"candidate_timing": fence_s}} if fence_s else {})}}
+  rows = [timed("a", 0.5, 20, 2.0),  # 25 calls of 2 ms: 50 ms said, 500 ms held
+          timed("b", 1.25, 45, 10.0, fence_s=0.25),  # 50 calls of 10 ms, 1 s held
+          timed("c", 0.4, 15, 8.0),  # 20 calls of 8 ms
+          {"problem": "d", "candidate_ms": None, "evidence": {}}, {}]
+  assert gpu_steps.timing_wall_ratios(rows) == {
+      "n": 3, "min": 2.0, "median": 2.5, "max": 10.0,
+      "largest": [(10.0, "a"), (2.5, "c"), (2.0, "b")]}
+  assert gpu_steps.timing_wall_ratios(rows, warmup=0, audits=0)["max"] == 12.5
+  assert gpu_steps.timing_wall_ratios([]) == {"n": 0}
+
+
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   verdict = lambda problem, **steps: {"problem": problem, "status": "correct",
