@@ -474,8 +474,10 @@ def timing_wall_ratios(rows: list[dict], warmup: int = 3, audits: int = 2) -> di
   shares its process with the candidate, whose native code could forge that reply; a forgery
   claiming k times faster multiplies this ratio by k, so the ratios of honest candidates say
   how far a bound on it would let one go unnoticed. Their spread (min, median, max) over the
-  verdicts, and the problems of the five largest."""
-  found = []
+  verdicts, and the problems of the five largest; and under "inputs_counted", the same with
+  each call's fresh input set counted at the time the judge took to make one (verdicts since
+  evidence["input_set_ms"])."""
+  found, counted = [], []
   for r in rows:
     ev = r.get("evidence") or {}
     steps, trials = ev.get("gpu_seconds") or {}, (ev.get("timing_trials") or {}).get("candidate")
@@ -483,7 +485,14 @@ def timing_wall_ratios(rows: list[dict], warmup: int = 3, audits: int = 2) -> di
     if "candidate_timing" in steps and trials and ms:
       held_ms = 1000.0 * (steps["candidate_timing"]
                           - ((ev.get("fence_wait_s") or {}).get("candidate_timing") or 0.0))
-      found.append((held_ms / ((trials + warmup + audits) * ms), r.get("problem")))
+      calls = trials + warmup + audits
+      found.append((held_ms / (calls * ms), r.get("problem")))
+      if isinstance(inputs_ms := ev.get("input_set_ms"), (int, float)):
+        counted.append((held_ms / (calls * (ms + inputs_ms)), r.get("problem")))
+  return dict(_spread(found), inputs_counted=_spread(counted))
+
+
+def _spread(found: list[tuple[float, Any]]) -> dict[str, Any]:
   if not found:
     return {"n": 0}
   ratios = sorted(ratio for ratio, _ in found)

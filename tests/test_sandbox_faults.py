@@ -88,6 +88,8 @@ def test_honest_candidate_after_all_faults_is_correct(verdicts):
   assert runs["n"] == CONFIG.num_correct_trials + 1
   assert 0 < runs["worker_s"] < runs["until_read_s"] and runs["views_dropped_s"] >= 0
   assert v.evidence["messages"]["init"]["n"] == v.evidence["messages"]["construct"]["n"] == 1
+  # The judge's own time to make an input set (Judge._input_set_timed), for the timing's bound.
+  assert 0 < v.evidence["input_set_ms"] < 1000 * CONFIG.correctness_timeout_s
 
 
 @pytest.mark.parametrize("name", [n for n in JOBS if n != "honest_last"])

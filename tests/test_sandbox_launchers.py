@@ -474,11 +474,15 @@ def test_gpu_steps_bounds_a_timing_by_the_judges_clock():
           timed("b", 1.25, 45, 10.0, fence_s=0.25),  # 50 calls of 10 ms, 1 s held
           timed("c", 0.4, 15, 8.0),  # 20 calls of 8 ms
           {"problem": "d", "candidate_ms": None, "evidence": {}}, {}]
+  rows[0]["evidence"]["input_set_ms"] = 6.0  # 25 calls of 2 ms, each after 6 ms of inputs
+  rows[2]["evidence"]["input_set_ms"] = 2.0
   assert gpu_steps.timing_wall_ratios(rows) == {
       "n": 3, "min": 2.0, "median": 2.5, "max": 10.0,
-      "largest": [(10.0, "a"), (2.5, "c"), (2.0, "b")]}
+      "largest": [(10.0, "a"), (2.5, "c"), (2.0, "b")],
+      "inputs_counted": {"n": 2, "min": 2.0, "median": 2.25, "max": 2.5,
+                         "largest": [(2.5, "a"), (2.0, "c")]}}
   assert gpu_steps.timing_wall_ratios(rows, warmup=0, audits=0)["max"] == 12.5
-  assert gpu_steps.timing_wall_ratios([]) == {"n": 0}
+  assert gpu_steps.timing_wall_ratios([]) == {"n": 0, "inputs_counted": {"n": 0}}
 
 
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):

@@ -79,6 +79,9 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # SandboxConfig.reference_first let it (_reference_first), or in the checks.
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
+    # The input sets this judge made for the reference: their making's time (CUDA events, read
+    # once the checks are done: evidence["input_set_ms"]; _reference).
+    self.input_set_times: list[Any] = []
     self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
     self._host_memory: contextlib.ExitStack | None = None  # its host_memory_hold, if taken
     # Whether the worker waits for this judge to time the reference first (_reference_first,

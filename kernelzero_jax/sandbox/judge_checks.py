@@ -267,6 +267,7 @@ class CandidateSteps:
     """A last check on unseen inputs, then this evaluation's GPU memory is freed for the next."""
     self.verdict.stage = "post_check"
     self._check_seed(base + 999_983, profile=True, stage="post_check")
+    self._record_input_set_ms()  # (every set made is done: the check's comparison waited)
     with self._step("cleanup"):
       self._drop_or_kill_worker()
       del self.ref_model

@@ -6,9 +6,11 @@ shared with the other judges of the same reference (read_facts, share_facts).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import statistics
 import threading
 import time
 from typing import Any
@@ -242,7 +244,8 @@ class ReferenceSteps:
     """(the reference's outputs on input set `seed`, those inputs as its forward left them, and
     with `copy` a copy of them as made, else None)."""
     problem = self.problem
-    inputs = problem.make_inputs(self.ref_mod.get_inputs, seed, self.device)
+    with self._input_set_timed():
+      inputs = problem.make_inputs(self.ref_mod.get_inputs, seed, self.device)
     pristine = problem.clone_leaves(inputs) if copy else None
     try:
       out = self.ref_model(*inputs)
@@ -250,6 +253,38 @@ class ReferenceSteps:
       self.verdict.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference forward failed: {type(e).__name__}: {e}")
     return problem.flatten(out), inputs, pristine
+
+  @contextlib.contextmanager
+  def _input_set_timed(self):
+    """Times the making of an input set: on a GPU between two CUDA events (nothing waits for
+    them; input_set_ms reads them once the checks are done), on the CPU by the clock. The
+    judge's own measure of what a fresh set costs the candidate's timing trials, which make
+    theirs in the worker (the worker's own account, evidence["timing_loop_ms"], is only its
+    launch: the GPU's work goes on after)."""
+    if self.device.type == "cuda":
+      start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+      start.record()
+      yield
+      end.record()
+      self.input_set_times.append((start, end))
+    else:
+      t0 = time.perf_counter()
+      yield
+      self.input_set_times.append(1000.0 * (time.perf_counter() - t0))
+
+  def _record_input_set_ms(self) -> None:
+    """evidence["input_set_ms"]: the median time this judge took to make an input set (ms),
+    from the sets _reference made; once every one is done (after the last check)."""
+    made, self.input_set_times = self.input_set_times, []
+    times = []
+    for t in made:
+      if isinstance(t, float):
+        times.append(t)
+      else:
+        t[1].synchronize()  # (done already: the last check's comparison waited for the GPU)
+        times.append(t[0].elapsed_time(t[1]))
+    if times:
+      self.verdict.evidence["input_set_ms"] = round(statistics.median(times), 4)
 
   def _time_reference(self, seeds: list[int]) -> dict[str, Any]:
     """Times the reference (and torch.compile's, if asked) into the verdict; returns
