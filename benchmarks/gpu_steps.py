@@ -188,9 +188,9 @@ def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2,
   one), the reference again on each audited call's inputs, and where its judge ran the reference
   checks (a "reference_checks" step) three reference forwards. Nothing else the holds do: no
   input sets made, no uploads, copies or comparisons, no start-ups. With the holds' busy time
-  (`busy_s`, hold_timeline's, which it computes where not given), what share of it those forwards were, and how many candidates a minute the
-  GPU would judge were they all it did (each forward as fast as its timing measured it, one
-  after another)."""
+  (`busy_s`, hold_timeline's, which it computes where not given), what share of it those
+  forwards were, and how many candidates a minute the GPU would judge were they all it did
+  (each forward as fast as its timing measured it, one after another)."""
   timing = reference_timing = checks = 0.0
   judged = 0
   for r in rows:

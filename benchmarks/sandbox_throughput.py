@@ -32,8 +32,9 @@ reference check needs under the GPU hold instead of when they start
 the profiler that limits their GPU work (SandboxConfig.setup_kernel_ms_limit); with `nofence`,
 judges and workers starting up beside timings instead of apart (SandboxConfig.startup_fence);
 with `onejob`, a judge process (and its CUDA context) for every candidate instead of one serving
-several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS` (e.g. `t0.1`), a timing target of S seconds instead of
---timing_target_s (what a shorter timing buys in throughput and costs in precision, in one run);
+several in turn (SandboxConfig.jobs_per_judge_process, judge_host.py); with `tS` (e.g.
+`t0.1`), a timing target of S seconds instead of --timing_target_s (what a shorter timing buys
+in throughput and costs in precision, in one run);
 with `pN` (e.g. `p48`), N judges at once instead of --max_parallel; with `fN`, at most N
 start-ups inside the fence at once instead of SandboxConfig.startups_at_once (`f0`: no limit);
 with `wN`, a worker serving up to N candidates in turn (SandboxConfig.candidates_per_worker,

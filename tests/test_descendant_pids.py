@@ -49,7 +49,8 @@ def test_children_grandchildren_and_those_of_other_threads_are_found(before):
   assert set(process_tree.descendant_pids()) == before
   subprocess.Popen(TREE)  # pylint: disable=consider-using-with
   # One started by a thread that has ended since: its process adopts it.
-  thread = threading.Thread(target=lambda: subprocess.Popen(TREE))  # pylint: disable=consider-using-with
+  start = lambda: subprocess.Popen(TREE)  # pylint: disable=consider-using-with
+  thread = threading.Thread(target=start)
   thread.start()
   thread.join()
   _wait_for(len(before) + 4)
