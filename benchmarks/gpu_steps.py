@@ -501,6 +501,44 @@ def _spread(found: list[tuple[float, Any]]) -> dict[str, Any]:
           "largest": [(round(x, 2), p) for x, p in sorted(found, key=lambda f: -f[0])[:5]]}
 
 
+def check_waits(rows: list[dict], checks: int = 4) -> dict[str, Any]:
+  """What a check's exchange with the worker holds beyond the GPU work it must: per verdict,
+  the mean time from a check's "run" command to its reply's read (evidence["messages"]; in
+  verdicts from before it, the "reference_run" step over all `checks` + 2 checks and the
+  "candidate_run" step over the `checks` unprofiled ones) less the candidate's and the
+  reference's forward at their timed medians and, where the judge timed its input sets
+  (evidence["input_set_ms"]), two of them (the worker's and the judge's). The reference is
+  computed during the worker's run (SandboxConfig.concurrent_reference), so both forwards fall
+  in that time. What is left: the worker's own work around its forward (the profiler's in the
+  first and last check), the messages and their CUDA IPC handles, and on a shared GPU the other
+  holders' work. Median, min and max over the verdicts (ms), how many counted their input sets,
+  and per problem the median."""
+  found, per_problem, counted = [], collections.defaultdict(list), 0
+  for r in rows:
+    ev = r.get("evidence") or {}
+    steps, run = ev.get("gpu_seconds") or {}, (ev.get("messages") or {}).get("run") or {}
+    cand, ref = r.get("candidate_ms"), r.get("reference_ms")
+    if isinstance(run.get("n"), int) and run["n"] and "until_read_s" in run:
+      wait_ms = 1000.0 * run["until_read_s"] / run["n"]
+    elif "candidate_run" in steps and "reference_run" in steps:
+      wait_ms = 1000.0 * (steps["reference_run"] / (checks + 2) + steps["candidate_run"] / checks)
+    else:
+      continue
+    if not (cand and ref):
+      continue
+    inputs = ev.get("input_set_ms")
+    timed_inputs = isinstance(inputs, (int, float))
+    counted += timed_inputs
+    beyond = wait_ms - cand - ref - (2 * inputs if timed_inputs else 0.0)
+    found.append(beyond)
+    per_problem[r.get("problem")].append(beyond)
+  if not found:
+    return {"n": 0}
+  return {"n": len(found), "inputs_counted": counted, "median_ms": rounded_median(found),
+          "min_ms": round(min(found), 3), "max_ms": round(max(found), 3),
+          "per_problem_ms": {p: rounded_median(v) for p, v in sorted(per_problem.items())}}
+
+
 MESSAGE_PARTS = ("until_read_s", "read_s", "worker_s", "worker_send_s", "views_dropped_s")
 
 
@@ -543,6 +581,8 @@ def _define_flags() -> None:
                     "every candidate's status and stage agree, name by name.")
   flags.DEFINE_integer("warmup", 3, "Warm-ups per timing in the run (SandboxConfig.warmup).")
   flags.DEFINE_integer("num_audits", 2, "Audited calls per timing (SandboxConfig.num_audits).")
+  flags.DEFINE_integer("num_correct_trials", 5,
+                       "Checks before the timing (SandboxConfig.num_correct_trials).")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -572,6 +612,8 @@ def main(argv: list[str]) -> None:
         forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\na timing's calls beyond the forward time they measured (ms a call):",
         timing_calls_beyond(rows, args.warmup, args.num_audits))
+  print("\na check's wait for its worker beyond both forwards (and their input sets, where "
+        "timed), ms:", check_waits(rows, args.num_correct_trials - 1))
   print("\na timing's held time over the time its calls were said to take (a bound on a "
         "forged timing):", timing_wall_ratios(rows, args.warmup, args.num_audits))
   if messages := message_costs(rows):

@@ -485,6 +485,31 @@ def test_gpu_steps_bounds_a_timing_by_the_judges_clock():
   assert gpu_steps.timing_wall_ratios([]) == {"n": 0, "inputs_counted": {"n": 0}}
 
 
+def test_gpu_steps_says_what_a_checks_exchange_holds_beyond_its_forwards():
+  """gpu_steps.check_waits, exact values: from the messages where a verdict keeps them (the
+  run commands' mean time to their replies), else from the reference's and the candidate's
+  steps; the input sets counted where the judge timed them."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  rows = [
+      # 6 runs, 60 ms to their replies: 10 ms each, less 3 + 2 ms of forwards, 2 x 1 ms of sets
+      {"problem": "a", "candidate_ms": 3.0, "reference_ms": 2.0,
+       "evidence": {"messages": {"run": {"n": 6, "until_read_s": 0.06}}, "input_set_ms": 1.0,
+                    "gpu_seconds": {"candidate_run": 9.0, "reference_run": 9.0}}},
+      # before the messages: 0.012 s of reference runs over 6 checks, 0.024 s of waits over 4
+      {"problem": "a", "candidate_ms": 1.0, "reference_ms": 1.0,
+       "evidence": {"gpu_seconds": {"candidate_run": 0.024, "reference_run": 0.012}}},
+      {"problem": "b", "candidate_ms": 0.5, "reference_ms": 0.5,
+       "evidence": {"gpu_seconds": {"candidate_run": 0.008, "reference_run": 0.0}}},
+      {"problem": "c", "candidate_ms": None, "evidence": {"gpu_seconds": {"candidate_run": 1.0,
+                                                                          "reference_run": 1.0}}},
+      {"evidence": {}}, {}]
+  assert gpu_steps.check_waits(rows) == {
+      "n": 3, "inputs_counted": 1, "median_ms": 3.0, "min_ms": 1.0, "max_ms": 6.0,
+      "per_problem_ms": {"a": 4.5, "b": 1.0}}
+  assert gpu_steps.check_waits(rows[1:3], checks=2)["per_problem_ms"] == {"a": 13.0, "b": 3.0}
+  assert gpu_steps.check_waits([]) == {"n": 0}
+
+
 def test_the_gpu_steps_summary_counts_only_what_ran_under_the_hold(tmp_path):
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   verdict = lambda problem, **steps: {"problem": problem, "status": "correct",
