@@ -281,7 +281,11 @@ def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on():
     assert worker.request({"cmd": "init", "seed": 42}, 60, "init")["ok"]
     first = worker.request({"cmd": "run", "seed": 1, "profile": False}, 60, "correctness")
     outputs = [o.clone() for o in first["outputs"]]
-    assert worker.request({"cmd": "release"}, 60, "release") == {"ok": True}
+    released = worker.request({"cmd": "release"}, 60, "release")
+    # (beside the worker's own account of its time: WorkerHandle._account)
+    assert {k: v for k, v in released.items() if k not in ("spent_s", "last_send_s")} == {
+        "ok": True}
+    assert worker.messages is not None and worker.messages["release"]["n"] == 1
     again = worker.request({"cmd": "run", "seed": 1, "profile": False}, 60, "correctness")
     assert again["ok"] and not again["violations"]
     assert all(torch.equal(a, b) for a, b in zip(again["outputs"], outputs))
