@@ -96,9 +96,9 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import (hold_timeline, left_after_release, message_costs,
+from benchmarks.gpu_steps import (check_waits, hold_timeline, left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
-                                   timings_beside_startups)
+                                   timing_wall_ratios, timings_beside_startups)
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
@@ -475,6 +475,8 @@ def run() -> dict:
     after = after_forward(rows)
     overhead = timing_calls_beyond(rows, config.warmup, config.num_audits)
     messages = message_costs(rows)
+    waits = check_waits(rows, config.num_correct_trials - 1)
+    wall_ratios = timing_wall_ratios(rows, config.warmup, config.num_audits)
     steps = _step_medians([(r.get("evidence") or {}).get("gpu_seconds") for r in rows])
     # from the build's end to the first hold's request (judge.py: nothing of it holds the GPU)
     to_hold = _median([ev["build_to_hold_s"] for r in rows
@@ -513,6 +515,7 @@ def run() -> dict:
                      "timing_target_s": config.timing_target_s,
                      "copy_spread": spread, "after_forward": after,
                      "trial_overhead": overhead, "messages": messages,
+                     "check_waits": waits, "timing_wall_ratios": wall_ratios,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
@@ -585,6 +588,15 @@ def run() -> dict:
       if o["said"]["n"]:
         print(f"a {side} timing trial beyond its measurement (median of {o['said']['n']}): "
               f"{o['said']['beyond_ms']} ms, its input set {o['said']['inputs_ms']} ms of it")
+    if waits["n"]:  # ...what a check's exchange held beyond its forwards (gpu_steps)
+      print(f"a check's exchange beyond both forwards (median of {waits['n']}, input sets "
+            f"counted in {waits['inputs_counted']}): {waits['median_ms']} ms, "
+            f"{waits['min_ms']}-{waits['max_ms']} ms")
+    if wall_ratios["n"]:  # ...and how the judges' clock bounds the timings they were told
+      print(f"a timing's held time over its calls' said time: median {wall_ratios['median']}, "
+            f"{wall_ratios['min']}-{wall_ratios['max']} (with input sets counted: "
+            f"{wall_ratios['inputs_counted'].get('median')}, max "
+            f"{wall_ratios['inputs_counted'].get('max')})")
     for cmd, m in messages.items():  # the judges' exchanges with their workers (gpu_steps)
       print(f"exchanges of '{cmd}' ({m['n']}), per message (ms): "
             + ", ".join(f"{k} {v}" for k, v in m["per_message_ms"].items()))
