@@ -452,11 +452,8 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
     inferred, said = [], []
     for r in rows:
       ev = r.get("evidence") or {}
-      steps, trials = ev.get("gpu_seconds") or {}, ev.get("timing_trials") or {}
-      step, ms = f"{side}_timing", r.get(f"{side}_ms")
-      if step in steps and ms and trials.get(side):
-        calls = trials[side] + extra
-        held_ms = 1000.0 * (steps[step] - ((ev.get("fence_wait_s") or {}).get(step) or 0.0))
+      if timed := _timing_held(r, side, extra):
+        held_ms, calls, ms = timed
         inferred.append((held_ms - calls * ms) / calls)
       if side in (loop := ev.get("timing_loop_ms") or {}):
         said.append(loop[side])
@@ -465,6 +462,19 @@ def timing_calls_beyond(rows: list[dict], warmup: int = 3, audits: int = 2) -> d
     out[side] = {"n": len(inferred), "median_ms": rounded_median(inferred),
                  "said": {"n": len(said), **said_medians}}
   return out
+
+
+def _timing_held(r: dict, side: str, extra: int) -> tuple[float, int, float] | None:
+  """A verdict's `side` ("candidate" or "reference") timing: (the ms its step held the GPU,
+  its fence wait taken off; its calls, the trials and `extra` more; its median ms a call), or
+  None where it was not timed there."""
+  ev = r.get("evidence") or {}
+  steps, trials = ev.get("gpu_seconds") or {}, ev.get("timing_trials") or {}
+  step, ms = f"{side}_timing", r.get(f"{side}_ms")
+  if not (step in steps and ms and trials.get(side)):
+    return None
+  held_ms = 1000.0 * (steps[step] - ((ev.get("fence_wait_s") or {}).get(step) or 0.0))
+  return held_ms, trials[side] + extra, ms
 
 
 def timing_wall_ratios(rows: list[dict], warmup: int = 3, audits: int = 2) -> dict[str, Any]:
@@ -479,15 +489,10 @@ def timing_wall_ratios(rows: list[dict], warmup: int = 3, audits: int = 2) -> di
   evidence["input_set_ms"])."""
   found, counted = [], []
   for r in rows:
-    ev = r.get("evidence") or {}
-    steps, trials = ev.get("gpu_seconds") or {}, (ev.get("timing_trials") or {}).get("candidate")
-    ms = r.get("candidate_ms")
-    if "candidate_timing" in steps and trials and ms:
-      held_ms = 1000.0 * (steps["candidate_timing"]
-                          - ((ev.get("fence_wait_s") or {}).get("candidate_timing") or 0.0))
-      calls = trials + warmup + audits
+    if timed := _timing_held(r, "candidate", warmup + audits):
+      held_ms, calls, ms = timed
       found.append((held_ms / (calls * ms), r.get("problem")))
-      if isinstance(inputs_ms := ev.get("input_set_ms"), (int, float)):
+      if isinstance(inputs_ms := (r.get("evidence") or {}).get("input_set_ms"), (int, float)):
         counted.append((held_ms / (calls * (ms + inputs_ms)), r.get("problem")))
   return dict(_spread(found), inputs_counted=_spread(counted))
 

@@ -143,9 +143,9 @@ class CandidateSteps:
     # closed), not somewhere in the next step.
     t0 = time.perf_counter()
     del reply
-    stats = self.verdict.evidence.setdefault("messages", {}).setdefault("run", {"n": 0})
-    stats["views_dropped_s"] = round(stats.get("views_dropped_s", 0.0)
-                                     + time.perf_counter() - t0, 5)
+    worker_handle.add_seconds(
+        self.verdict.evidence.setdefault("messages", {}).setdefault("run", {"n": 0}),
+        "views_dropped_s", time.perf_counter() - t0)
     return refs
 
   def _inputs_kept(self, seed: int, after: list, ref_inputs: list, stage: str,

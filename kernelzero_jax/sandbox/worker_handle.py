@@ -173,12 +173,12 @@ class WorkerHandle:
     cmd, sent_at = sent
     stats = self.messages.setdefault(cmd, {"n": 0})
     stats["n"] += 1
-    _add(stats, "until_read_s", read_at - sent_at)
-    _add(stats, "read_s", now - read_at)
+    add_seconds(stats, "until_read_s", read_at - sent_at)
+    add_seconds(stats, "read_s", now - read_at)
     said = reply if isinstance(reply, dict) else {}
-    _add(stats, "worker_s", said.get("spent_s"))
+    add_seconds(stats, "worker_s", said.get("spent_s"))
     if self._answered is not None:  # that reply's sending, said with this one
-      _add(self.messages.setdefault(self._answered, {"n": 0}), "worker_send_s",
+      add_seconds(self.messages.setdefault(self._answered, {"n": 0}), "worker_send_s",
            said.get("last_send_s"))
     self._answered = cmd
 
@@ -237,7 +237,7 @@ class WorkerHandle:
       kill_descendants()
 
 
-def _add(stats: dict[str, Any], key: str, seconds: Any) -> None:
+def add_seconds(stats: dict[str, Any], key: str, seconds: Any) -> None:
   """stats[key] += seconds (rounded to 10 µs), where seconds is a finite number >= 0 (a
   worker's own account may be anything)."""
   if (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
