@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
-import statistics
 import time
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from absl import app
 from absl import flags
+
+from benchmarks.gpu_steps import rounded_median
 
 WARMUP_ROUNDS = 2  # rounds left out of the medians (first handles, the allocator's first blocks)
 
@@ -117,7 +118,7 @@ def summarize(rounds: list[dict[str, float]], warmup: int = WARMUP_ROUNDS) -> di
   kept = rounds[warmup:]
   if not kept:
     raise ValueError(f"no rounds after the first {warmup}")
-  return {key: round(statistics.median(r[key] for r in kept), 3) for key in kept[0]}
+  return {key: rounded_median([r[key] for r in kept]) for key in kept[0]}
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[int, float]:
