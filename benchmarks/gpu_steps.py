@@ -290,6 +290,34 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
   return {"beside_a_startup": side(deviations[True]), "clear": side(deviations[False])}
 
 
+def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
+  """Timings that another judge's candidate disturbed with kernels outside every hold
+  (evidence["timing_disturbed"], setup_windows.py): how many timings so, how many made again,
+  how many waits ended with such code still running; each made again as its disturbed and its
+  final time (ms); and the judges' waits after their timings for that code to end (s)."""
+  disturbed = retimed = unresolved = 0
+  pairs, waits = [], []
+  for r in rows:
+    e = r.get("evidence") or {}
+    if isinstance(e.get("setup_window_wait_s"), (int, float)):
+      waits.append(float(e["setup_window_wait_s"]))
+    for d in e.get("timing_disturbed") or []:
+      disturbed += bool(d.get("windows"))
+      unresolved += bool(d.get("unresolved"))
+      if d.get("retimed"):
+        retimed += 1
+        pairs.append((d.get("candidate_ms"), r.get("candidate_ms"), r.get("name")))
+  return {"timings_disturbed": disturbed, "retimed": retimed, "unresolved": unresolved,
+          "retimed_ms": [(_round(a), _round(b), n) for a, b, n in pairs[:8]],
+          "wait_s": ({"n": len(waits), "sum": round(sum(waits), 3),
+                      "median": rounded_median(waits), "max": round(max(waits), 3)}
+                     if waits else {"n": 0})}
+
+
+def _round(x: Any) -> Any:
+  return round(x, 3) if isinstance(x, (int, float)) else x
+
+
 # A process's GPU memory that is its CUDA context, not its checks' (an H200, torch 2.11: a judge
 # 518-712 MiB, a worker 880 MiB with its timer's L2-flush buffer).
 CONTEXT_MIB = 1024
@@ -625,6 +653,8 @@ def main(argv: list[str]) -> None:
     print("\nthe judge's exchanges with its worker, per command (s; per message, ms):")
     for cmd, m in messages.items():
       print(f"  {cmd}: {m}")
+  print("\ntimings disturbed by other candidates' kernels outside every hold "
+        f"(setup_windows.py): {disturbed_timings(rows)}")
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:

@@ -96,7 +96,8 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import (check_waits, hold_timeline, left_after_release, message_costs,
+from benchmarks.gpu_steps import (check_waits, disturbed_timings, hold_timeline,
+                                   left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
                                    timing_wall_ratios, timings_beside_startups)
 from kernelzero_jax.tasks import kernelbench as tasks
@@ -106,10 +107,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "pageable", "secondfirst", "pristine", "allseed")
+              "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
-             "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:tS][:pN][:fN]"
+             "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime][:tS][:pN]"
+             "[:fN]"
              "[:wN][:wuN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -135,6 +137,12 @@ _PROBLEM_REGEX = flags.DEFINE_string(
     "problem_regex", None, "Only teacher problems whose key (e.g. level1/19_ReLU) this regular "
     "expression matches (before --max_teacher counts them).")
 _EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest kernels and cheats.")
+_CHEAT_COPIES = flags.DEFINE_integer(
+    "cheat_copies", 1, "Copies of each cheat with --extras (cheats/busy_at_import.py keeps the "
+    "GPU busy at import, where no judge holds it: more copies, more timings it disturbs).")
+_CHEAT_REGEX = flags.DEFINE_string(
+    "cheat_regex", None, "With --extras, only the cheats whose file name this regular "
+    "expression matches (and every honest kernel).")
 _PARALLEL = flags.DEFINE_integer("max_parallel", 16, "Concurrent judges.")
 _TIMING = flags.DEFINE_bool("timing", True, "Time candidates (as the speed reward needs).")
 _GPU_CONCURRENCY = flags.DEFINE_integer(
@@ -195,11 +203,14 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
           cand_backend = _header(src, "backend")
         else:
           continue
-        if cand_backend != backend:
+        if cand_backend != backend or (kind == "cheats" and _CHEAT_REGEX.value
+                                       and not re.search(_CHEAT_REGEX.value, name)):
           continue
         task = tasks.load_task(lvl, pid, kb_dir)
-        jobs.append(Job(task.source, src, backend, name=f"{kind}/{name}"))
-        meta.append({"kind": kind, "problem": task.key, "backend": backend})
+        for c in range(_CHEAT_COPIES.value if kind == "cheats" else 1):
+          jobs.append(Job(task.source, src, backend,
+                          name=f"{kind}/{name}" + (f"/{c}" if c else "")))
+          meta.append({"kind": kind, "problem": task.key, "backend": backend})
   return jobs, meta
 
 
@@ -267,6 +278,9 @@ class BenchPath(NamedTuple):
   # input sets and models seeded by torch.manual_seed, every backend's seeding queued
   # (problem.seed_torch), not the CPU's and CUDA's alone
   seed_all_backends: bool = False
+  # a timing that another candidate's kernels outside every hold disturbed made again
+  # (SandboxConfig.retime_disturbed), not only told
+  retime_disturbed: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -285,7 +299,8 @@ def parse_path(path: str) -> BenchPath:
   `pageable`: models moved to the GPU from pageable memory, not from their pages page-locked in
   place; `secondfirst`: a reference's second model built before the timing measured first;
   `pristine`: a check's inputs compared with a copy made before the reference's forward;
-  `allseed`: seeding by torch.manual_seed)."""
+  `allseed`: seeding by torch.manual_seed; `noretime`: timings disturbed by another candidate's
+  kernels outside every hold only told, not made again)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -326,7 +341,8 @@ def parse_path(path: str) -> BenchPath:
                    "refregen" not in flags_given, "gcscan" not in flags_given,
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
                    "pageable" not in flags_given, "secondfirst" not in flags_given,
-                   "pristine" not in flags_given, "allseed" in flags_given)
+                   "pristine" not in flags_given, "allseed" in flags_given,
+                   "noretime" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -438,7 +454,9 @@ def run() -> dict:
                                      else path.candidates_per_worker),
                                  reference_reuses_inputs=path.reference_reuses_inputs,
                                  warmup=base.warmup if path.warmup is None else path.warmup,
-                                 registered_uploads=path.registered_uploads)
+                                 registered_uploads=path.registered_uploads,
+                                 retime_disturbed=(base.retime_disturbed if path.retime_disturbed
+                                                   else 0))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -495,6 +513,7 @@ def run() -> dict:
     fused_summary = fused_compare_summary(rows)
     apart = start_ups_apart(rows)
     beside = timings_beside_startups(rows)
+    disturbed = disturbed_timings(rows)
     load = cpu.summary(items=len(rows))
     served = judge_processes(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
@@ -517,7 +536,7 @@ def run() -> dict:
                      "trial_overhead": overhead, "messages": messages,
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
-                     "judge_processes": served, "rows": rows}
+                     "disturbed_timings": disturbed, "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
@@ -581,6 +600,8 @@ def run() -> dict:
           f"{apart['setup_kernel_ms_max']} ms")
     print("timings against their copies' median (%), beside another judge's start-up and clear "
           "of one: " + json.dumps(beside))
+    print("timings disturbed by other candidates' kernels outside every hold: "
+          + json.dumps(disturbed))
     if after["timed"]:
       print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
             f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")

@@ -176,7 +176,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       **fields)
   assert parse_path("zygote:fast") == path("zygote:fast")
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
-                                                 + (True,) * 4 + (None, True, True, True, False))
+                                                 + (True,) * 4 + (None, True, True, True, False,
+                                                                   True))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -261,6 +262,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite_pch:t0.25:allseed:w16") == path(
       "zygote:lite_pch:t0.25:allseed:w16", lite=3, timing_target_s=0.25, seed_all_backends=True,
       candidates_per_worker=16)
+  assert parse_path("zygote:lite_pch:reuse:gpu4:noretime:t0.1") == path(
+      "zygote:lite_pch:reuse:gpu4:noretime:t0.1", lite=3, concurrency=4, timing_target_s=0.1,
+      retime_disturbed=False)
   assert parse_path("zygote:lite_pch:p8:nofence:t0.1") == path(
       "zygote:lite_pch:p8:nofence:t0.1", lite=3, parallel=8, fenced=False, timing_target_s=0.1)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",
@@ -272,6 +276,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:tx", "zygote:fast:nonice:nonice", "zygote:fast:wu0", "zygote:fast:wu1:wu2", "zygote:fast:pageable:pageable",
               "zygote:fast:regup",
               "zygote:fast:pristine:pristine", "zygote:fast:allseed:allseed",
+              "zygote:fast:noretime:noretime",
               "zygote:fast:refafter:refafter",
               "zygote:fast:release:release", "zygote:fast:release:gpu4",
               "zygote:fast:nowarm:nowarm", "zygote:fast:nosetup:nosetup",

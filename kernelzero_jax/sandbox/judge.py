@@ -103,6 +103,9 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # candidate costs the GPU, by step (evidence["gpu_seconds"]).
     self.steps: dict[str, float] = {}
     self._fence_held = False  # gpu_fence.startup_fence, taken by _fence
+    # Windows open while its worker runs candidate code outside every hold, by kind
+    # (setup_windows.py: _open_setup_window, _close_setup_window).
+    self._setup_windows: dict[str, str] = {}
     # This judge's start-up steps in order (evidence["startup_seconds"]["judge"]): the static
     # checks and its worker's start (run), then its own device and reference (_evaluate).
     self.startup = V.StepClock()
@@ -166,13 +169,17 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       for handle in (self.worker, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
+      if self._go_timer is not None:
+        self._go_timer.cancel()
+      # Done at once now (its worker is dead): it writes into the verdict, and may have opened
+      # the import's window.
+      if self._hand_over_thread is not None:
+        self._hand_over_thread.join()
+      for kind in list(self._setup_windows):  # its worker's code ended with no reply read
+        self._close_setup_window(kind, None)
       if self._host_memory is not None:  # its models on the CPU go before its slot does
         self.ref_model = self.second_reference = None
         self._host_memory.close()
-      if self._go_timer is not None:
-        self._go_timer.cancel()
-      if self._hand_over_thread is not None:  # done at once now: it writes into the verdict
-        self._hand_over_thread.join()
       if self.close_stats is not None:
         v.evidence["fused_compare"].update(fused=self.close_stats.fused,
                                            fallbacks=self.close_stats.fallbacks)
@@ -258,8 +265,12 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       self._hand_over_thread.join()
     started = self.go_sent_at or self.worker_started
     remaining = cfg.build_timeout_s - (time.perf_counter() - started)
-    built = self._expect(self.worker.wait(max(remaining, worker_handle.POLL_S), "build",
-                                          cfg.build_timeout_s), "build")
+    reply = None
+    try:
+      reply = self.worker.wait(max(remaining, worker_handle.POLL_S), "build", cfg.build_timeout_s)
+    finally:
+      self._close_setup_window("import", reply)
+    built = self._expect(reply, "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
     v.evidence["startup_seconds"] = judge_worker.startup_seconds(built, self.worker_started,
                                                                  startup.seconds)
@@ -287,8 +298,14 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     built_at = time.perf_counter()
     v.stage = "init"
     with self._step("candidate_construct"):
-      constructed = self._expect(self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
-                                                     cfg.correctness_timeout_s, "init"), "init")
+      self._open_setup_window("constructor")
+      reply = None
+      try:
+        reply = self.worker.request({"cmd": "construct", "seed": cfg.init_seed},
+                                    cfg.correctness_timeout_s, "init")
+      finally:
+        self._close_setup_window("constructor", reply)
+      constructed = self._expect(reply, "init")
     if constructed.get("setup_gpu"):
       v.evidence.setdefault("setup_gpu", {})["constructor"] = constructed["setup_gpu"]
     if self._second_reference_thread is not None:
@@ -315,10 +332,15 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     width = (self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu")
              and not self._weights_apart else slots)
     if width == slots:
+      start = time.time()
       with hold(exclusive=True):
         self._holding(self._upload_reference, lambda: self._checks(base),
                       lambda: cuda and cfg.timing and self._timed(base),
                       lambda: self._post_check(base))
+      # Its worker is gone by now (_post_check): a timing disturbed here is only told
+      # (evidence["timing_disturbed"]), and its reference's time not shared.
+      if not (cuda and cfg.timing and self._timing_disturbed(start, time.time(), retimed=False)):
+        self._share_reference_facts()
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
       # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
@@ -332,11 +354,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
         self._holding(lambda: self._checks(base),
                       lambda: release and self._release_gpu_memory())
       if cfg.timing:
-        # The fence before the GPU: a timing that held every slot while start-ups under way
-        # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
-        with self._fence("timing", timing=True), hold(exclusive=True):
-          self._holding(lambda: self._timed(base),
-                        lambda: release and self._release_gpu_memory())
+        self._timed_apart(base, hold, release)
       with hold(exclusive=False, width=width):
         self._holding(lambda: self._post_check(base))
     if v.candidate_ms and v.reference_ms:

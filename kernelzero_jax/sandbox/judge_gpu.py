@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 from typing import Any, Callable
 
@@ -100,6 +101,57 @@ class GpuSteps:
         yield
       finally:
         self._fence_held = False
+
+  def _open_setup_window(self, kind: str) -> None:
+    """A GPU judge opens a window (setup_windows.open_window) before its worker runs candidate
+    code of `kind` outside every hold: "import" (from the go, or the worker's start where it
+    imports at once), "constructor"."""
+    if self.cfg.device != "cuda" or kind in self._setup_windows:
+      return
+    from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
+    try:
+      self._setup_windows[kind] = setup_windows.open_window(self.job.get("gpu_index", 0), kind)
+    except OSError as e:
+      self.verdict.evidence.setdefault("setup_window_errors", []).append(str(e)[:200])
+
+  def _close_setup_window(self, kind: str, reply: Any) -> None:
+    """Closes the window of `kind` with the kernel time of the worker's `reply` (its profile of
+    that code, worker_build._outside_the_hold; none there: no kernels seen), or unknown where
+    no reply came (the worker died or hung: None)."""
+    handle = self._setup_windows.pop(kind, None)
+    if handle is None:
+      return
+    from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
+    kernel_ms = None
+    if isinstance(reply, dict):
+      setup = reply.get("setup_gpu")
+      got = setup.get("kernel_ms") if isinstance(setup, dict) else None
+      kernel_ms = (float(got) if isinstance(got, (int, float)) and not isinstance(got, bool)
+                   and math.isfinite(got) and got >= 0 else 0.0)
+    setup_windows.close_window(handle, kernel_ms)
+
+  def _timing_disturbed(self, start: float, end: float, retimed: bool) -> bool:
+    """Whether another judge's candidate ran kernels outside every hold while this judge timed
+    from `start` to `end` (time.time(); setup_windows.disturbances, waiting up to
+    SandboxConfig.setup_window_wait_s for the windows still open). Each disturbed timing goes
+    to evidence["timing_disturbed"], with the time it measured and whether it is made again
+    (`retimed`); the wait to evidence["setup_window_wait_s"]."""
+    if self.cfg.device != "cuda":
+      return False
+    from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
+    found = setup_windows.disturbances(self.job.get("gpu_index", 0), start, end,
+                                       self.cfg.setup_window_wait_s)
+    evidence = self.verdict.evidence
+    evidence["setup_window_wait_s"] = round(evidence.get("setup_window_wait_s", 0.0)
+                                            + found["waited_s"], 3)
+    if not found["disturbing"] and not found["unresolved"]:
+      return False
+    evidence.setdefault("timing_disturbed", []).append({
+        "candidate_ms": self.verdict.candidate_ms, "reference_ms": self.verdict.reference_ms,
+        "held_s": round(end - start, 3), "windows": found["disturbing"][:4],
+        "unresolved": found["unresolved"][:4],
+        "retimed": bool(found["disturbing"]) and retimed})
+    return bool(found["disturbing"])
 
   @contextlib.contextmanager
   def _step(self, name: str):

@@ -100,6 +100,8 @@ class WorkerSteps:
       spec["extension_suffix"] = "_kz" + os.urandom(4).hex()
       self.worker_key = worker_handle.worker_key(spec)
     worker_spec = dict(spec, await_go=True) if prebuild or self.awaits_go else spec
+    if not worker_spec.get("await_go"):  # it imports its candidate as soon as it is set up
+      self._open_setup_window("import")
     # A kept worker looks itself over first (worker_handle.take_kept_worker, a few tenths of a
     # second): its builders start before that, and the look runs in a thread while this judge
     # loads the reference and times it (_reference_first: the look is the worker's own CPU work,
@@ -229,8 +231,13 @@ class WorkerSteps:
       if worker is None:  # it failed to start: the judge's wait for it says why
         return
       wait_s = min(self.cfg.build_timeout_s, cuda_prebuild.MAX_WAIT_S)
+
+      def before_go() -> None:
+        if gate is not None:
+          gate.open()
+        self._open_setup_window("import")
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
-          prebuilder, worker, self.workdir, wait_s, gate.open if gate is not None else None)
+          prebuilder, worker, self.workdir, wait_s, before_go)
       self.go_sent_at = time.perf_counter()
     self._hand_over_thread = threading.Thread(target=hand_over, name="prebuild-hand-over",
                                               daemon=True)
@@ -252,6 +259,7 @@ class WorkerSteps:
     if (self.backend != "triton" or self.go_gate is None or self.worker is None
         or not self.go_gate.open()):  # (none: killed after a failure, _give_back_after_failure)
       return
+    self._open_setup_window("import")
     self.go_sent_at = time.perf_counter()
     with contextlib.suppress(OSError, ValueError):  # a dead worker: its build's wait says why
       channel.send(self.worker.conn, {"cmd": "go"}, by_value=True)

@@ -113,6 +113,7 @@ class _Worker(BuildSteps, RunSteps):
     self.startup.lap("imports")
     self.conn = conn
     self.spec = spec
+    self.failed_setup_gpu = None  # the profile of an import or constructor that raised
     self.backend = spec["backend"]
     self.device = torch.device(spec["device"])
     torch.set_grad_enabled(False)
@@ -345,11 +346,13 @@ class _Worker(BuildSteps, RunSteps):
       return {"ok": False, "status": V.RUNTIME_ERROR, "error": f"unknown command {cmd!r}"}
     except BaseException as e:  # pylint: disable=broad-except
       if self.guard.violations:
-        return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
-      status = V.RUNTIME_ERROR
-      if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
-        status = V.COMPILE_ERROR
-      return {"ok": False, "status": status, "error": V.error_tail(e)}
+        reply = {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
+      else:
+        status = V.RUNTIME_ERROR
+        if type(e).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+          status = V.COMPILE_ERROR
+        reply = {"ok": False, "status": status, "error": V.error_tail(e)}
+      return self.with_failed_setup(reply) if cmd == "construct" else reply
 
 
 def _make_autotune_work_in_interpreter() -> None:

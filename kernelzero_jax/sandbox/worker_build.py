@@ -70,8 +70,10 @@ class BuildSteps:
         return {"ok": False, "status": V.FORMAT_ERROR, "error": "ModelNew is not a class"}
     except BaseException as e:  # pylint: disable=broad-except
       if self.guard.violations:
-        return {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())}
-      return {"ok": False, "status": V.COMPILE_ERROR, "error": V.error_tail(e)}
+        return self.with_failed_setup(
+            {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())})
+      return self.with_failed_setup(
+          {"ok": False, "status": V.COMPILE_ERROR, "error": V.error_tail(e)})
     self.module = module
     reply = self._clean_reply(setup_gpu)
     if not reply["ok"]:
@@ -86,24 +88,38 @@ class BuildSteps:
     "profiler_s" (the profiler's own cost), and "violations" when its kernels took more than
     spec["setup_kernel_ms_limit"]}).
     Anything it left queued on the GPU is finished before this returns."""
+    self.failed_setup_gpu = None
     limit = self.spec.get("setup_kernel_ms_limit")
     if self.device.type != "cuda" or limit is None or not self.profiler_works:
       return run(), {}
-    ran = []
+    ran, failed = [], []
 
     def timed_run():
       t0 = time.perf_counter()
       try:
         return run()
+      except BaseException as e:  # pylint: disable=broad-except
+        failed.append(e)  # (raised again once the profiler has its kernels)
+        return None
       finally:
         ran.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     result, events = self.evidence.trace_gpu(timed_run)
     summary = self.evidence.gpu_work_summary(events)
+    if failed:  # its kernels still tell its judge whether other judges' timings were disturbed
+      self.failed_setup_gpu = summary
+      raise failed[0]
     # What the profiler itself cost (its start, the synchronize, reading its trace).
     summary["profiler_s"] = round(time.perf_counter() - t0 - ran[0], 4)
     violation = self.evidence.setup_gpu_violation(summary, where, float(limit))
     return result, dict(summary, violations=[violation] if violation else [])
+
+  def with_failed_setup(self, reply: dict[str, Any]) -> dict[str, Any]:
+    """A failure's reply, with the profile of the import or constructor that raised it, where
+    there is one (its "setup_gpu": setup_windows.py)."""
+    if self.failed_setup_gpu:
+      reply["setup_gpu"] = self.failed_setup_gpu
+    return reply
 
   def precompile(self) -> dict[str, Any]:
     """The precompiler's one job: compile the candidate's Triton kernels for this machine's

@@ -1,0 +1,241 @@
+"""setup_windows: the windows in which candidates' code ran outside every GPU hold, opened and
+closed by other (real) processes, as judges do, and what a timing that overlapped them is told;
+and the judge's and worker's parts: the kernel time a window closes with, a disturbed timing's
+evidence, a failed import's profile."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import types
+
+import pytest
+
+from kernelzero_jax.sandbox import setup_windows
+from kernelzero_jax.sandbox.config import SandboxConfig
+
+# Another process's window: opened at once (its handle printed), closed with the kernel time read
+# from stdin ("none": unknown; "exit": ends without closing it).
+OTHER = textwrap.dedent("""
+    import sys
+    from kernelzero_jax.sandbox import setup_windows
+    handle = setup_windows.open_window(0, "import", sys.argv[1])
+    print(handle, flush=True)
+    line = sys.stdin.readline().strip()
+    if line != "exit":
+      setup_windows.close_window(handle, None if line == "none" else float(line))
+    print("done", flush=True)
+""")
+
+
+class Other:
+  """A process that holds a window open on GPU 0 of `lock_dir` until `close` is called."""
+
+  def __init__(self, lock_dir):
+    self.proc = subprocess.Popen([sys.executable, "-c", OTHER, str(lock_dir)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self.handle = self.proc.stdout.readline().strip()
+    self.opened = time.time()
+
+  def close(self, kernel_ms="0"):
+    self.proc.stdin.write(f"{kernel_ms}\n")
+    self.proc.stdin.flush()
+    assert self.proc.stdout.readline().strip() == "done"
+    self.proc.wait(timeout=10)
+
+
+def _window(lock_dir, kernel_ms):
+  """Another process's window, opened and closed now with `kernel_ms`."""
+  other = Other(lock_dir)
+  other.close(kernel_ms)
+  return other.opened
+
+
+def test_windows_without_kernels_leave_nothing_and_disturb_nothing(tmp_path):
+  start = time.time()
+  _window(tmp_path, "0")
+  _window(tmp_path, "0.5")  # under DISTURBING_KERNEL_MS
+  assert os.listdir(setup_windows.window_dir(0, str(tmp_path))) == []
+  found = setup_windows.disturbances(0, start, time.time(), wait_s=1.0, lock_dir=str(tmp_path))
+  assert found["disturbing"] == [] and found["unresolved"] == []
+
+
+def test_a_window_with_kernels_disturbs_the_timings_it_overlapped_and_no_other(tmp_path):
+  before = time.time()
+  time.sleep(0.05)
+  opened = _window(tmp_path, "2020.5")
+  after = time.time()
+  lock = str(tmp_path)
+  found = setup_windows.disturbances(0, before, after, wait_s=0.0, lock_dir=lock)
+  assert [(w["kind"], w["kernel_ms"]) for w in found["disturbing"]] == [("import", 2020.5)]
+  assert found["disturbing"][0]["from_s"] == pytest.approx(opened - before, abs=0.05)
+  assert setup_windows.disturbances(0, before - 10, before, 0.0, lock)["disturbing"] == []
+  assert setup_windows.disturbances(0, after + 0.01, after + 5, 0.0, lock)["disturbing"] == []
+  # Unknown kernels (the worker died before it replied) count as disturbing.
+  _window(tmp_path, "none")
+  found = setup_windows.disturbances(0, before, time.time(), 0.0, lock)
+  assert sorted(w["kernel_ms"] is None for w in found["disturbing"]) == [False, True]
+
+
+def test_a_timing_waits_for_an_overlapping_window_to_close(tmp_path):
+  lock = str(tmp_path)
+  other = Other(tmp_path)
+  start, end = time.time(), time.time() + 0.01
+  closer = threading.Timer(0.3, other.close, args=("5",))
+  closer.start()
+  found = setup_windows.disturbances(0, start, end, wait_s=10.0, lock_dir=lock)
+  closer.join()
+  assert [w["kernel_ms"] for w in found["disturbing"]] == [5.0]
+  assert found["unresolved"] == [] and 0.25 <= found["waited_s"] < 5
+
+
+def test_a_window_still_open_at_the_deadline_is_unresolved_and_a_dead_owners_counts(tmp_path):
+  lock = str(tmp_path)
+  other = Other(tmp_path)
+  start = time.time()
+  found = setup_windows.disturbances(0, start, start + 0.01, wait_s=0.2, lock_dir=lock)
+  assert found["disturbing"] == [] and len(found["unresolved"]) == 1
+  assert 0.2 <= found["waited_s"] < 2
+  other.close("exit")  # its process ends with the window open: its kernels are unknown
+  found = setup_windows.disturbances(0, start, start + 0.01, wait_s=5.0, lock_dir=lock)
+  assert [(w["kernel_ms"], w.get("owner_gone")) for w in found["disturbing"]] == [(None, True)]
+  assert found["waited_s"] < 1
+
+
+def test_this_process_s_own_windows_never_count(tmp_path):
+  lock = str(tmp_path)
+  start = time.time()
+  handle = setup_windows.open_window(0, "constructor", lock)
+  found = setup_windows.disturbances(0, start, time.time() + 1, wait_s=5.0, lock_dir=lock)
+  assert found == {"disturbing": [], "unresolved": [], "waited_s": found["waited_s"]}
+  assert found["waited_s"] < 1
+  setup_windows.close_window(handle, 100.0)
+  assert setup_windows.disturbances(0, start, time.time(), 0.0, lock)["disturbing"] == []
+  setup_windows.close_window(handle, 100.0)  # closed twice: nothing happens
+
+
+def test_old_closed_windows_are_deleted_and_other_gpus_are_apart(tmp_path):
+  lock = str(tmp_path)
+  directory = setup_windows.window_dir(0, lock)
+  os.makedirs(directory)
+  old = time.time() - setup_windows.KEEP_CLOSED_S - 5
+  with open(os.path.join(directory, "1-old.closed"), "w") as f:
+    json.dump({"pid": 1, "kind": "import", "start": old - 1, "end": old, "kernel_ms": 9.0}, f)
+  assert setup_windows.disturbances(0, old - 2, old + 1, 0.0, lock)["disturbing"] == []
+  assert os.listdir(directory) == []
+  _window(tmp_path, "9")
+  assert setup_windows.disturbances(1, 0, time.time() + 1, 0.0, lock)["disturbing"] == []
+
+
+class _Judge:
+  """What GpuSteps' window methods read of a Judge."""
+
+  def __init__(self, device="cuda"):
+    from kernelzero_jax.sandbox import judge_gpu  # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox import verdict as V  # pylint: disable=import-outside-toplevel
+    self.cfg = SandboxConfig(device=device)
+    self.job = {"gpu_index": 0}
+    self.verdict = V.Verdict(status=V.RUNTIME_ERROR, backend="cuda", device=device)
+    self._setup_windows = {}
+    for name in ("_open_setup_window", "_close_setup_window", "_timing_disturbed"):
+      setattr(self, name, types.MethodType(getattr(judge_gpu.GpuSteps, name), self))
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  return tmp_path
+
+
+@pytest.mark.parametrize("reply, kept", [
+    ({"ok": True, "setup_gpu": {"kernels": 2, "kernel_ms": 2020.2}}, 2020.2),
+    ({"ok": False, "status": "compile_error", "setup_gpu": {"kernel_ms": 3.5}}, 3.5),
+    (None, None),  # no reply: the worker died or hung
+    ({"ok": True}, "gone"),  # no profile (no profiler there): no kernels seen
+    ({"ok": True, "setup_gpu": {"kernel_ms": 0.0}}, "gone"),
+    ({"ok": True, "setup_gpu": {"kernel_ms": float("nan")}}, "gone"),
+    ({"ok": True, "setup_gpu": {"kernel_ms": True}}, "gone"),
+    ({"ok": True, "setup_gpu": "much"}, "gone"),
+])
+def test_a_judge_closes_its_window_with_its_workers_kernel_time(own_tmp, reply, kept):
+  judge = _Judge()
+  judge._open_setup_window("import")
+  judge._open_setup_window("import")  # one window a kind
+  directory = setup_windows.window_dir(0)
+  assert len(os.listdir(directory)) == 1
+  judge._close_setup_window("import", reply)
+  judge._close_setup_window("import", reply)  # closed already: nothing
+  names = os.listdir(directory)
+  if kept == "gone":
+    assert names == []
+  else:
+    assert len(names) == 1 and names[0].endswith(".closed")
+    with open(os.path.join(directory, names[0])) as f:
+      assert json.load(f)["kernel_ms"] == kept
+
+
+def test_a_cpu_judge_opens_no_window(own_tmp):
+  judge = _Judge(device="cpu")
+  judge._open_setup_window("import")
+  assert judge._setup_windows == {}
+  assert judge._timing_disturbed(0.0, time.time(), retimed=True) is False
+
+
+def test_a_disturbed_timing_is_told_in_the_verdict(own_tmp):
+  judge = _Judge()
+  start = time.time()
+  assert judge._timing_disturbed(start, time.time(), retimed=True) is False
+  assert "timing_disturbed" not in judge.verdict.evidence
+  _window(own_tmp, "2020")
+  judge.verdict.candidate_ms, judge.verdict.reference_ms = 39.7, 6.3
+  assert judge._timing_disturbed(start, time.time(), retimed=True) is True
+  assert judge._timing_disturbed(start, time.time(), retimed=False) is True
+  told = judge.verdict.evidence["timing_disturbed"]
+  assert [(t["candidate_ms"], t["reference_ms"], t["retimed"]) for t in told] == [
+      (39.7, 6.3, True), (39.7, 6.3, False)]
+  assert [w["kernel_ms"] for w in told[0]["windows"]] == [2020.0]
+  assert judge.verdict.evidence["setup_window_wait_s"] >= 0
+
+
+def test_the_config_refuses_negative_retimes_and_waits():
+  for bad in ({"retime_disturbed": -1}, {"setup_window_wait_s": -0.1}):
+    with pytest.raises(ValueError, match="retime_disturbed"):
+      SandboxConfig(**bad)
+
+
+def test_a_failed_import_still_reports_its_kernels():
+  """worker_build._outside_the_hold: an import that ran kernels and then raised keeps their
+  profile for its failure's reply (a cheat could otherwise disturb timings and hide it)."""
+  from kernelzero_jax.sandbox import worker_build  # pylint: disable=import-outside-toplevel
+
+  class Evidence:
+    @staticmethod
+    def trace_gpu(run):
+      return run(), [{"cat": "kernel", "dur": 2_000_000, "name": "occupy_kernel"}]
+
+    @staticmethod
+    def gpu_work_summary(events):
+      return {"kernels": len(events), "kernel_ms": sum(e["dur"] for e in events) / 1e3}
+
+    @staticmethod
+    def setup_gpu_violation(summary, where, limit):
+      return None
+
+  worker = types.SimpleNamespace(spec={"setup_kernel_ms_limit": 50.0},
+                                 device=types.SimpleNamespace(type="cuda"), profiler_works=True,
+                                 evidence=Evidence, failed_setup_gpu=None)
+  outside = types.MethodType(worker_build.BuildSteps._outside_the_hold, worker)
+  failed = types.MethodType(worker_build.BuildSteps.with_failed_setup, worker)
+
+  def raising():
+    raise ImportError("broken after its kernels")
+  with pytest.raises(ImportError, match="broken after its kernels"):
+    outside("at import", raising)
+  assert failed({"ok": False})["setup_gpu"] == {"kernels": 1, "kernel_ms": 2000.0}
+  result, summary = outside("at import", lambda: "module")
+  assert result == "module" and summary["kernel_ms"] == 2000.0
+  assert worker.failed_setup_gpu is None and "setup_gpu" not in failed({"ok": False})
