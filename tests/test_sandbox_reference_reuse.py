@@ -131,7 +131,7 @@ def judge_on_the_cpu(config, facts_path: str, facts: dict | None = None):
 def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, known, how):
   """The judge's timing stage with the GPU timer replaced: a known reference time, shared in
   the pool's facts file by then, is reused (and named); an unknown one (no file yet) is
-  measured, reported as a fact and shared."""
+  measured, reported as a fact and shared once its timing is known undisturbed."""
   from kernelzero_jax.sandbox import judge_reference  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
   measured, timers = [], []
@@ -145,6 +145,9 @@ def test_a_known_reference_time_is_not_measured_again(monkeypatch, tmp_path, kno
   judge = judge_on_the_cpu(config, facts_path, known)
   judge.worker = _TimingWorker()
   judge._timing(0)  # pylint: disable=protected-access
+  # Shared only once the timing is known undisturbed (Judge._timed_apart), not by _timing.
+  assert judge_reference.read_facts(facts_path) == known
+  judge._share_reference_facts()  # pylint: disable=protected-access
   v = judge.verdict
   assert v.candidate_ms == 1.0
   if how == "shared, reuse off":
