@@ -162,9 +162,11 @@ class SandboxConfig:
   # outside every hold meanwhile (at import or in its constructor: setup_windows.py; on an H200
   # such a timing measured 2.25x its copies', BENCHMARKS.md). 0: only told, in
   # evidence["timing_disturbed"]. A judge waits up to `setup_window_wait_s` after its timing
-  # for that code, where it still runs, to end.
+  # for that code, where it still runs, to end; longer, its timing stands (a candidate whose
+  # import ran kernels during it and then outlasted the wait would go unnoticed; a longer wait
+  # holds every judge whose timing overlapped an honest slow import, a build at import say).
   retime_disturbed: int = 2
-  setup_window_wait_s: float = 15.0
+  setup_window_wait_s: float = 5.0
   # Where the precompiled header and Triton's seed live (default ~/.cache/kernelzero_jax/pch).
   pch_dir: str | None = None
 
