@@ -32,7 +32,8 @@
 #   disturb  8 copies of two problems' teacher kernels (level 1 problem 19, level 2 problem 95),
 #            the honest extras and 6 copies of cheats/busy_at_import (2 s of GPU kernels at
 #            import, where no judge holds the GPU), 24 judges at once: timings that those kernels
-#            disturbed made again (the default) against only told (`noretime`); about 3 minutes
+#            disturbed made again (the default) against only told (`noretime`), in one shuffled
+#            order; about 3 minutes (COPIES, CHEATS and PARALLEL change the counts)
 # Each run takes about 3-5 minutes on an H200 (triton: 5 paths of 21 candidates, about 5). Writes
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
@@ -56,8 +57,9 @@ zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
 zygote:lite_pch:reuse:gpu4:w16) ;;
   b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
-  disturb) args=(--backends=cuda --problem_regex='level(1/19|2/95)_' --copies=8
-                 --cheat_regex=busy_at_import --cheat_copies=6 --max_parallel=24
+  disturb) args=(--backends=cuda --problem_regex='level(1/19|2/95)_' --copies=${COPIES:-8}
+                 --cheat_regex=busy_at_import --cheat_copies=${CHEATS:-6} --shuffle_seed=0
+                 --max_parallel=${PARALLEL:-24}
                  --timing_target_s=0.25
                  --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:noretime) ;;
   overhead|ipc) ;;

@@ -85,6 +85,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import random
 import re
 import statistics
 import time
@@ -140,6 +141,9 @@ _EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest k
 _CHEAT_COPIES = flags.DEFINE_integer(
     "cheat_copies", 1, "Copies of each cheat with --extras (cheats/busy_at_import.py keeps the "
     "GPU busy at import, where no judge holds it: more copies, more timings it disturbs).")
+_SHUFFLE_SEED = flags.DEFINE_integer(
+    "shuffle_seed", None, "Judge the batch in an order shuffled with this seed (the same on every "
+    "path), not problem by problem with the extras last: cheats then run among the others.")
 _CHEAT_REGEX = flags.DEFINE_string(
     "cheat_regex", None, "With --extras, only the cheats whose file name this regular "
     "expression matches (and every honest kernel).")
@@ -403,6 +407,10 @@ def kept_workers(rows: list[dict]) -> dict[str, Any]:
 
 def run() -> dict:
   jobs, meta = make_batch(_KB.value, _BACKENDS.value, _COPIES.value, _MAX_TEACHER.value)
+  if _SHUFFLE_SEED.value is not None:  # the same order on every path
+    order = list(range(len(jobs)))
+    random.Random(_SHUFFLE_SEED.value).shuffle(order)
+    jobs, meta = [jobs[i] for i in order], [meta[i] for i in order]
   device = _DEVICE.value
   base = SandboxConfig(device=device, timing=_TIMING.value and device == "cuda",
                        gpu_concurrency=_GPU_CONCURRENCY.value)
