@@ -160,7 +160,7 @@ class SandboxConfig:
   setup_kernel_ms_limit: float | None = 50.0
   # GPU: how many times a timing is made again when another judge's candidate ran kernels
   # outside every hold meanwhile (at import or in its constructor: setup_windows.py; on an H200
-  # such a timing measured 2.25x its copies', BENCHMARKS.md). 0: only told, in
+  # such timings measured 2.2-2.9x, BENCHMARKS.md). 0: only told, in
   # evidence["timing_disturbed"]. A judge waits up to `setup_window_wait_s` after its timing
   # for that code, where it still runs, to end; longer, its timing stands (a candidate whose
   # import ran kernels during it and then outlasted the wait would go unnoticed; a longer wait
