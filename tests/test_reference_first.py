@@ -92,6 +92,9 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
   assert timed == [1] and v.candidate_ms == 1.0 and "reference_reused" not in v.evidence
   assert v.evidence["timing_trials"] == {"reference": 10, "candidate": 12}
   assert v.evidence["timing_after_forward_ms"] == {"reference": 0.25, "candidate": 0.5}
+  # The time once the timing is known undisturbed (Judge._timed_apart).
+  assert judge_reference.read_facts(facts_path) == {"degenerate": []}
+  judge._share_reference_facts()  # pylint: disable=protected-access
   assert judge_reference.read_facts(facts_path) == {"degenerate": [], "reference_ms": 2.0,
                                                "compile_ms": None, "reference_trials": 10}
 
@@ -430,3 +433,29 @@ def test_the_second_construction_is_awaited_while_a_prebuilder_holds_the_go(
   else:
     assert evidence["skipped"] == "the reference's second construction was still running"
     assert timed == []
+
+
+def test_a_reference_timing_that_another_candidates_kernels_disturbed_is_made_again(make_judge):
+  """A window of another process's candidate with kernels (setup_windows.py) over the reference's
+  first timing: that time is dropped, neither kept nor shared, and measured again in the
+  candidate's timing."""
+  import json  # pylint: disable=import-outside-toplevel
+  import os  # pylint: disable=import-outside-toplevel
+  import time  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
+  judge, timed, facts_path = make_judge()
+  directory = setup_windows.window_dir(0)
+  os.makedirs(directory)
+  with open(os.path.join(directory, "other.closed"), "w") as f:
+    json.dump({"pid": os.getppid(), "kind": "import", "start": time.time() - 1,
+               "end": time.time() + 60, "kernel_ms": 2020.0}, f)
+  judge._reference_first()  # pylint: disable=protected-access
+  v = judge.verdict
+  assert timed == [1] and v.evidence["reference_first"]["timed"] is False
+  assert judge.reference_timed is None
+  told = v.evidence["timing_disturbed"]
+  assert [(t["reference_ms"], t["retimed"]) for t in told] == [(2.0, True)]
+  assert [w["kernel_ms"] for w in told[0]["windows"]] == [2020.0]
+  assert "reference_ms" not in judge_reference.read_facts(facts_path)
+  judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1, 1] and v.reference_ms == 2.0

@@ -239,3 +239,37 @@ def test_a_failed_import_still_reports_its_kernels():
   result, summary = outside("at import", lambda: "module")
   assert result == "module" and summary["kernel_ms"] == 2000.0
   assert worker.failed_setup_gpu is None and "setup_gpu" not in failed({"ok": False})
+
+
+@pytest.mark.parametrize("disturbed, retimes, timed, shared", [
+    ([False], 2, 1, True),
+    ([True, False], 2, 2, True),  # made again once, clean then: the reference's time shared
+    ([True, True, True], 2, 3, False),  # disturbed every time: the last stands, nothing shared
+    ([True], 0, 1, False),  # retime_disturbed 0: only told
+])
+def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, retimes, timed,
+                                                                    shared):
+  """Judge._timed_apart: each timing in its own fence and hold of the whole GPU, then asked
+  whether it was disturbed (here, as the list says in turn)."""
+  import contextlib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_checks  # pylint: disable=import-outside-toplevel
+  calls, asked, holds = [], [], []
+  answers = iter(disturbed)
+
+  def timing_disturbed(start, end, retimed):
+    asked.append(retimed)
+    assert start <= end
+    return next(answers)
+
+  judge = types.SimpleNamespace(
+      cfg=SandboxConfig(retime_disturbed=retimes),
+      _fence=lambda name, timing: contextlib.nullcontext(),
+      _holding=lambda *steps: [step() for step in steps],
+      _timed=lambda base: calls.append(base), _release_gpu_memory=lambda: None,
+      _timing_disturbed=timing_disturbed,
+      _share_reference_facts=lambda: calls.append("shared"))
+  hold = lambda exclusive: holds.append(exclusive) or contextlib.nullcontext()
+  judge_checks.CandidateSteps._timed_apart(judge, 7, hold, False)
+  assert calls == [7] * timed + (["shared"] if shared else [])
+  assert holds == [True] * timed
+  assert asked == [i < retimes for i in range(timed)]
