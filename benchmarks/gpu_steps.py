@@ -291,8 +291,9 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
 
 
 def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
-  """Timings that another judge's candidate disturbed with kernels outside every hold
-  (evidence["timing_disturbed"], setup_windows.py): how many timings so, how many made again,
+  """Timings that another judge's candidate disturbed with kernels outside every hold, or that
+  held too long past their forward's end (evidence["timing_disturbed"], setup_windows.py,
+  GpuSteps._stretched_timings): how many timings so, how many made again,
   how many waits ended with such code still running; each made again as its disturbed and its
   final time (ms); and the judges' waits after their timings for that code to end (s)."""
   disturbed = retimed = unresolved = 0
@@ -302,7 +303,7 @@ def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
     if isinstance(e.get("setup_window_wait_s"), (int, float)):
       waits.append(float(e["setup_window_wait_s"]))
     for d in e.get("timing_disturbed") or []:
-      disturbed += bool(d.get("windows"))
+      disturbed += bool(d.get("windows") or d.get("after_forward_ms"))
       unresolved += bool(d.get("unresolved"))
       if d.get("retimed"):
         retimed += 1

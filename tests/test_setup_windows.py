@@ -141,7 +141,8 @@ class _Judge:
     self.job = {"gpu_index": 0}
     self.verdict = V.Verdict(status=V.RUNTIME_ERROR, backend="cuda", device=device)
     self._setup_windows = {}
-    for name in ("_open_setup_window", "_close_setup_window", "_timing_disturbed"):
+    for name in ("_open_setup_window", "_close_setup_window", "_timing_disturbed",
+                 "_stretched_timings"):
       setattr(self, name, types.MethodType(getattr(judge_gpu.GpuSteps, name), self))
 
 
@@ -256,13 +257,14 @@ def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, 
   calls, asked, holds = [], [], []
   answers = iter(disturbed)
 
-  def timing_disturbed(start, end, retimed):
+  def timing_disturbed(start, end, retimed, after_forward):
     asked.append(retimed)
-    assert start <= end
+    assert start <= end and after_forward == {"candidate": 0.1}
     return next(answers)
 
   judge = types.SimpleNamespace(
       cfg=SandboxConfig(retime_disturbed=retimes),
+      verdict=types.SimpleNamespace(evidence={"timing_after_forward_ms": {"candidate": 0.1}}),
       _fence=lambda name, timing: contextlib.nullcontext(),
       _holding=lambda *steps: [step() for step in steps],
       _timed=lambda base: calls.append(base), _release_gpu_memory=lambda: None,
@@ -273,3 +275,19 @@ def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, 
   assert calls == [7] * timed + (["shared"] if shared else [])
   assert holds == [True] * timed
   assert asked == [i < retimes for i in range(timed)]
+
+
+def test_a_timing_that_held_too_long_past_its_forward_is_disturbed_whatever_took_it(own_tmp):
+  judge = _Judge()
+  start = time.time()
+  quiet = {"reference": 0.09, "candidate": 0.16}
+  assert judge._timing_disturbed(start, time.time(), retimed=True, after_forward=quiet) is False
+  stretched = {"reference": 0.09, "candidate": 2.386}
+  assert judge._timing_disturbed(start, time.time(), retimed=True, after_forward=stretched)
+  told = judge.verdict.evidence["timing_disturbed"]
+  assert [(t["after_forward_ms"], t["windows"], t["retimed"]) for t in told] == [
+      ({"candidate": 2.386}, [], True)]
+  judge.cfg = SandboxConfig(retime_after_forward_ms=None)
+  assert judge._timing_disturbed(start, time.time(), retimed=True, after_forward=stretched) is False
+  with pytest.raises(ValueError, match="retime_after_forward_ms"):
+    SandboxConfig(retime_after_forward_ms=0.0)

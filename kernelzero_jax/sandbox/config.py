@@ -167,6 +167,11 @@ class SandboxConfig:
   # holds every judge whose timing overlapped an honest slow import, a build at import say).
   retime_disturbed: int = 2
   setup_window_wait_s: float = 5.0
+  # ...and so is a timing whose intervals held more than this (ms, at the median over its
+  # trials) past the end of its forward's work on its stream, whatever took that time: on an
+  # H200, the 10 timings made beside busy_at_import's kernels held 2.386 ms there, 845 of the 848
+  # others 0.02-0.93 ms. None: not looked at.
+  retime_after_forward_ms: float | None = 1.0
   # Where the precompiled header and Triton's seed live (default ~/.cache/kernelzero_jax/pch).
   pch_dir: str | None = None
 
@@ -184,6 +189,8 @@ class SandboxConfig:
       raise ValueError("setup_kernel_ms_limit must be >= 0 (or None: not profiled)")
     if self.retime_disturbed < 0 or self.setup_window_wait_s < 0:
       raise ValueError("retime_disturbed and setup_window_wait_s must be >= 0")
+    if self.retime_after_forward_ms is not None and self.retime_after_forward_ms <= 0:
+      raise ValueError("retime_after_forward_ms must be > 0 (or None: not looked at)")
     if self.startups_at_once < 0:
       raise ValueError("startups_at_once must be >= 0 (0: no limit)")
     if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:

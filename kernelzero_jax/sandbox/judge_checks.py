@@ -263,8 +263,9 @@ class CandidateSteps:
   def _timed_apart(self, base: int, hold, release: bool) -> None:
     """_timed in a hold of the whole GPU, taken after the fence (the GPU shared before and
     after). Made again, up to SandboxConfig.retime_disturbed times, where another judge's
-    candidate ran kernels outside every hold meanwhile (setup_windows.py). Then the reference's
-    facts are shared, unless the last timing was disturbed too."""
+    candidate ran kernels outside every hold meanwhile (setup_windows.py) or its intervals held
+    too much past the forward's end (GpuSteps._stretched_timings). Then the reference's facts
+    are shared, unless the last timing was disturbed too."""
     for attempt in itertools.count():
       # The fence before the GPU: a timing that held every slot while start-ups under way
       # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
@@ -273,7 +274,9 @@ class CandidateSteps:
         self._holding(lambda: self._timed(base),
                       lambda: release and self._release_gpu_memory())
       retime = attempt < self.cfg.retime_disturbed
-      disturbed = self._timing_disturbed(start, time.time(), retimed=retime)
+      disturbed = self._timing_disturbed(
+          start, time.time(), retimed=retime,
+          after_forward=self.verdict.evidence.get("timing_after_forward_ms"))
       if not disturbed or not retime:
         break
     if not disturbed:

@@ -130,12 +130,15 @@ class GpuSteps:
                    and math.isfinite(got) and got >= 0 else 0.0)
     setup_windows.close_window(handle, kernel_ms)
 
-  def _timing_disturbed(self, start: float, end: float, retimed: bool) -> bool:
+  def _timing_disturbed(self, start: float, end: float, retimed: bool,
+                        after_forward: dict[str, float] | None = None) -> bool:
     """Whether another judge's candidate ran kernels outside every hold while this judge timed
     from `start` to `end` (time.time(); setup_windows.disturbances, waiting up to
-    SandboxConfig.setup_window_wait_s for the windows still open). Each disturbed timing goes
-    to evidence["timing_disturbed"], with the time it measured and whether it is made again
-    (`retimed`); the wait to evidence["setup_window_wait_s"]."""
+    SandboxConfig.setup_window_wait_s for the windows still open), or measured more than
+    SandboxConfig.retime_after_forward_ms past a forward's end (`after_forward`, where given:
+    _stretched_timings). Each disturbed timing goes to evidence["timing_disturbed"], with the
+    time it measured and whether it is made again (`retimed`); the wait to
+    evidence["setup_window_wait_s"]."""
     if self.cfg.device != "cuda":
       return False
     from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
@@ -144,14 +147,27 @@ class GpuSteps:
     evidence = self.verdict.evidence
     evidence["setup_window_wait_s"] = round(evidence.get("setup_window_wait_s", 0.0)
                                             + found["waited_s"], 3)
-    if not found["disturbing"] and not found["unresolved"]:
+    stretched = self._stretched_timings(after_forward)
+    disturbed = bool(found["disturbing"] or stretched)
+    if not disturbed and not found["unresolved"]:
       return False
     evidence.setdefault("timing_disturbed", []).append({
         "candidate_ms": self.verdict.candidate_ms, "reference_ms": self.verdict.reference_ms,
         "held_s": round(end - start, 3), "windows": found["disturbing"][:4],
-        "unresolved": found["unresolved"][:4],
-        "retimed": bool(found["disturbing"]) and retimed})
-    return bool(found["disturbing"])
+        "unresolved": found["unresolved"][:4], "after_forward_ms": stretched,
+        "retimed": disturbed and retimed})
+    return disturbed
+
+  def _stretched_timings(self, after_forward: dict[str, float] | None) -> dict[str, float]:
+    """The timings among `after_forward` (the median ms each measured past its forward's end on
+    its stream: Judge._timing's evidence) over SandboxConfig.retime_after_forward_ms: another
+    context's time slice (2.386 ms on an H200, beside busy_at_import's kernels) or a host that
+    woke late, whatever their source. The candidate's is its worker's word, read only as a
+    reason to time again."""
+    limit = self.cfg.retime_after_forward_ms
+    if limit is None or not after_forward:
+      return {}
+    return {side: ms for side, ms in after_forward.items() if ms > limit}
 
   @contextlib.contextmanager
   def _step(self, name: str):

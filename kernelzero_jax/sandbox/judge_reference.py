@@ -161,10 +161,13 @@ class ReferenceSteps:
       with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
         if held:
           self._holding(measure)
-      # Another candidate's kernels outside every hold meanwhile (setup_windows.py): timed
-      # again under the candidate's timing hold instead.
-      if evidence["timed"] and self._timing_disturbed(start, time.time(), retimed=True):
-        self.reference_timed, evidence["timed"] = None, False
+      # Another candidate's kernels outside every hold meanwhile (setup_windows.py), or too
+      # long past the forward's end: timed again under the candidate's timing hold instead.
+      if evidence["timed"]:
+        after = (self.reference_timed or {}).get("after_forward_ms")
+        if self._timing_disturbed(start, time.time(), retimed=True, after_forward=(
+            {"reference": float(after)} if isinstance(after, (int, float)) else None)):
+          self.reference_timed, evidence["timed"] = None, False
     finally:
       self._let_triton_worker_go()
       evidence["seconds"] = round(time.perf_counter() - t0, 3)
