@@ -291,3 +291,18 @@ def test_a_timing_that_held_too_long_past_its_forward_is_disturbed_whatever_took
   assert judge._timing_disturbed(start, time.time(), retimed=True, after_forward=stretched) is False
   with pytest.raises(ValueError, match="retime_after_forward_ms"):
     SandboxConfig(retime_after_forward_ms=0.0)
+
+
+def test_a_rejected_setup_still_reports_its_kernels():
+  """worker_run._clean_reply: a candidate rejected for its kernels at import or in its
+  constructor (busy_at_import's 2 s) keeps their profile in the reply, for its judge's window."""
+  from kernelzero_jax.sandbox import worker_run  # pylint: disable=import-outside-toplevel
+  worker = types.SimpleNamespace(_tamper_violations=lambda: [])
+  clean = types.MethodType(worker_run.RunSteps._clean_reply, worker)
+  summary = {"kernels": 2, "kernel_ms": 2020.2, "violations": ["ran 2020.2 ms of GPU kernels"]}
+  reply = clean(dict(summary))
+  assert reply["ok"] is False and reply["status"] == "rejected"
+  assert reply["setup_gpu"] == {"kernels": 2, "kernel_ms": 2020.2}
+  assert clean({"kernels": 0, "kernel_ms": 0.0, "violations": []}) == {
+      "ok": True, "setup_gpu": {"kernels": 0, "kernel_ms": 0.0}}
+  assert clean() == {"ok": True}

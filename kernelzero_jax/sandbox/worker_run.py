@@ -46,12 +46,14 @@ class RunSteps:
     return reply
 
   def _clean_reply(self, setup_gpu: dict[str, Any] | None = None) -> dict[str, Any]:
-    """{"ok": True} (with `setup_gpu`, _outside_the_hold's summary, where given), or the
-    violations seen since the candidate's code first ran, its setup's among them."""
+    """{"ok": True}, or the violations seen since the candidate's code first ran, its setup's
+    among them; with `setup_gpu`, _outside_the_hold's summary, where given."""
     violations = self._tamper_violations() + (setup_gpu or {}).pop("violations", [])
-    if violations:
-      return {"ok": False, "status": V.REJECTED, "error": "; ".join(violations)}
-    return {"ok": True} if setup_gpu is None else {"ok": True, "setup_gpu": setup_gpu}
+    reply = ({"ok": False, "status": V.REJECTED, "error": "; ".join(violations)} if violations
+             else {"ok": True})
+    if setup_gpu is not None:  # a rejection's too: its kernels tell the judge whether other
+      reply["setup_gpu"] = setup_gpu  # judges' timings were disturbed (setup_windows.py)
+    return reply
 
   def _inputs(self, seed: int) -> list:
     return self.problem.make_inputs(self.reference.get_inputs, seed, self.device)
