@@ -306,3 +306,25 @@ def test_a_rejected_setup_still_reports_its_kernels():
   assert clean({"kernels": 0, "kernel_ms": 0.0, "violations": []}) == {
       "ok": True, "setup_gpu": {"kernels": 0, "kernel_ms": 0.0}}
   assert clean() == {"ok": True}
+
+
+def test_the_benchmarks_count_disturbed_and_retimed_timings():
+  """gpu_steps.disturbed_timings, as sandbox_throughput and gpu_steps report it."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  window = {"kind": "import", "kernel_ms": 2020.0, "from_s": 0.1, "to_s": 2.2}
+  rows = [
+      {"name": "a", "candidate_ms": 17.6, "evidence": {
+          "setup_window_wait_s": 0.5,
+          "timing_disturbed": [{"candidate_ms": 39.7, "windows": [window], "unresolved": [],
+                                "after_forward_ms": {"candidate": 2.386}, "retimed": True}]}},
+      {"name": "b", "candidate_ms": 8.08, "evidence": {
+          "setup_window_wait_s": 5.0,
+          "timing_disturbed": [{"candidate_ms": 8.08, "windows": [], "unresolved": [window],
+                                "after_forward_ms": {}, "retimed": False}]}},
+      {"name": "c", "candidate_ms": 5.0, "evidence": {"setup_window_wait_s": 0.0}},
+      {"name": "d", "evidence": {}}]
+  assert gpu_steps.disturbed_timings(rows) == {
+      "timings_disturbed": 1, "retimed": 1, "unresolved": 1,
+      "retimed_ms": [(39.7, 17.6, "a")],
+      "wait_s": {"n": 3, "sum": 5.5, "median": 0.5, "max": 5.0}}
+  assert gpu_steps.disturbed_timings([])["wait_s"] == {"n": 0}
