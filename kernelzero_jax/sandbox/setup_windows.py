@@ -6,9 +6,9 @@ constructor run before (so that a slow import or a large model built on the CPU 
 The worker profiles that code (worker_build._outside_the_hold) and the judge rejects a candidate
 whose kernels there took more than SandboxConfig.setup_kernel_ms_limit, but only once it has
 run: its kernels time-slice with whatever another judge is timing meanwhile. On an H200, in
-three batches of 259 CUDA candidates, the 9 timings made while the cheat `busy_at_import` kept
-the GPU busy for 2 s at import measured 2.2-2.9x their copies' or their other runs' times (level
-2 problem 95: 39.7 ms against 17.6 ms), a reference's among them (BENCHMARKS.md).
+three batches of 259 CUDA candidates, the 10 timings made while the cheat `busy_at_import` kept
+the GPU busy for 2 s at import (9 candidates', one reference's) measured 2.2-2.9x their copies'
+or their other runs' times (level 2 problem 95: 39.7 ms against 17.6 ms; BENCHMARKS.md).
 
 So each judge opens a window in a directory per GPU before its worker runs candidate code outside
 a hold (the import: from the go; the constructor: from its command) and closes it with the
