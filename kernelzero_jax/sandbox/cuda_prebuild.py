@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import math
 import os
 import re
 import shutil
@@ -74,7 +73,7 @@ def sanitize(reply: Any) -> dict[str, Any]:
     return {"ok": False, "error": "no reply"}
   out: dict[str, Any] = {"ok": reply.get("ok") is True}
   seconds = reply.get("seconds")
-  if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
+  if worker_handle.finite_number(seconds):
     out["seconds"] = round(float(seconds), 4)
   log = reply.get("build_log")
   if isinstance(log, list):

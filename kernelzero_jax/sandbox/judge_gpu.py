@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import gpu_budget
 from kernelzero_jax.sandbox import host_registration
+from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.config import SandboxConfig
 
 
@@ -126,8 +126,7 @@ class GpuSteps:
     if isinstance(reply, dict):
       setup = reply.get("setup_gpu")
       got = setup.get("kernel_ms") if isinstance(setup, dict) else None
-      kernel_ms = (float(got) if isinstance(got, (int, float)) and not isinstance(got, bool)
-                   and math.isfinite(got) and got >= 0 else 0.0)
+      kernel_ms = float(got) if worker_handle.finite_number(got) and got >= 0 else 0.0
     setup_windows.close_window(handle, kernel_ms)
 
   def _timing_disturbed(self, start: float, end: float, retimed: bool,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import tempfile
 import threading
@@ -44,7 +43,7 @@ def startup_seconds(built: dict[str, Any], worker_started: float,
 
   The worker reports its steps after the candidate's code has run, so they are for reading
   only, never for a verdict, and anything in them that is not a finite number is dropped."""
-  finite = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+  finite = worker_handle.finite_number
   worker: dict[str, float] = {}
   if finite(built.get("entered_at")):
     worker["start"] = round(built["entered_at"] - worker_started, 4)

@@ -237,11 +237,16 @@ class WorkerHandle:
       kill_descendants()
 
 
+def finite_number(x: Any) -> bool:
+  """Whether `x` is a finite int or float (not a bool): what the judge takes of a number that a
+  worker or a side worker replied, since their replies may be anything."""
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def add_seconds(stats: dict[str, Any], key: str, seconds: Any) -> None:
   """stats[key] += seconds (rounded to 10 µs), where seconds is a finite number >= 0 (a
   worker's own account may be anything)."""
-  if (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
-      and math.isfinite(seconds) and seconds >= 0):
+  if finite_number(seconds) and seconds >= 0:
     stats[key] = round(stats.get(key, 0.0) + seconds, 5)
 
 
