@@ -34,6 +34,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax import configs
 from kernelzero_jax.coder.environment import DEFAULT_MODULES, CoderEnvironment, load_modules
 from kernelzero_jax.metrics import MetricsWriter, read_jsonl
@@ -366,10 +367,8 @@ class Coevolution:
     phases = write_phase_summaries(self.workdir)
     summary = {"phases": phases, "pool_size": len(self.pool),
                "frontier_modules": self.pool.frontier_size(), "api_stats": self.pool.api_stats()}
-    with open(os.path.join(self.workdir, "summary.json.tmp"), "w", encoding="utf-8") as f:
-      json.dump(summary, f, indent=2, default=str)
-    os.replace(os.path.join(self.workdir, "summary.json.tmp"),
-               os.path.join(self.workdir, "summary.json"))
+    atomic_file.write_json(os.path.join(self.workdir, "summary.json"), summary, indent=2,
+                           default=str)
     proposer = [p for p in phases if p["phase"] == "proposer"]
     coder = [p for p in phases if p["phase"] == "coder"]
     valid, correct = sum(p["valid"] for p in proposer), sum(p["correct"] for p in coder)

@@ -14,6 +14,8 @@ import os
 import typing
 from typing import Any, Mapping, TypeVar
 
+from kernelzero_jax import atomic_file
+
 T = TypeVar("T")
 
 
@@ -142,6 +144,4 @@ def check_workdir_config(workdir: str, config: Any, resumable: tuple[str, ...] =
       raise ConfigError(f"{workdir} holds a run with a different config ({', '.join(changed)} "
                         "differ); use a new workdir, or the same config to resume")
   os.makedirs(workdir, exist_ok=True)
-  with open(path + ".tmp", "w") as f:
-    json.dump(record, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  atomic_file.write_json(path, record, indent=2, sort_keys=True)

@@ -13,6 +13,8 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from kernelzero_jax import atomic_file
+
 
 def _to_python(v: Any) -> Any:
   if isinstance(v, (str, bool, int)) or v is None:
@@ -65,10 +67,7 @@ class MetricsWriter:
     os.makedirs(workdir, exist_ok=True)
     self.path = os.path.join(workdir, "metrics.jsonl")
     kept = [r for r in read_jsonl(self.path) if r.get("step", 0) <= (resume_step or 0)]
-    tmp = self.path + ".tmp"
-    with open(tmp, "w") as f:  # rewrite atomically
-      f.writelines(json.dumps(r) + "\n" for r in kept)
-    os.replace(tmp, self.path)
+    atomic_file.write_jsonl(self.path, kept)
     self._file = open(self.path, "a")
     self._tb = None
     if tensorboard:

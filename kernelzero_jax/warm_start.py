@@ -47,6 +47,7 @@ import shutil
 import time
 from typing import Any, Optional
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax import configs
 from kernelzero_jax.coder.prompts import PROMPT_STYLES
 from kernelzero_jax.policy import PolicyConfig
@@ -167,10 +168,7 @@ def _paths(workdir: str) -> dict[str, str]:
 
 
 def _write_json(path: str, obj: Any) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(obj, f, indent=2, default=str)
-  os.replace(tmp, path)
+  atomic_file.write_json(path, obj, indent=2, default=str)
 
 
 def _read_json(path: str) -> Optional[Any]:

@@ -18,6 +18,8 @@ import os
 import re
 from typing import Sequence
 
+from kernelzero_jax import atomic_file
+
 _SAMPLE_FILE_RE = re.compile(
     r"^level_(\d+)_problem_(\d+)_sample_(\d+)_(kernel\.py|completion\.txt)$")
 
@@ -65,9 +67,8 @@ def write_completions(directory: str, level: int, problem_id: int, start_sample:
   os.makedirs(directory, exist_ok=True)
   for i, text in enumerate(completions):
     path = os.path.join(directory, sample_file_name(level, problem_id, start_sample + i, True))
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    with atomic_file.replacing(path) as f:
       f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def read_candidate(sample: SampleFile) -> tuple[str | None, str | None]:

@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.proposer import catalog
 
 
@@ -116,9 +117,7 @@ def transformers_cooccurrence(cache_dir: str | None = None) -> Cooccurrence:
   mined.sources = [os.path.relpath(p, root) for p in mined.sources]
   if path:
     os.makedirs(cache_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      json.dump(mined.to_dict(), f)
-    os.replace(path + ".tmp", path)
+    atomic_file.write_json(path, mined.to_dict())
   return mined
 
 

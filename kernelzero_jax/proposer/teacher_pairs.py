@@ -19,6 +19,7 @@ import json
 import os
 from typing import Any
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.coder.prompts import fenced
 from kernelzero_jax.proposer import catalog
 from kernelzero_jax.proposer.prompts import proposer_messages, read_proposal
@@ -53,10 +54,7 @@ def write_pairs(out_dir: str, num_train: int, num_heldout: int, seed: int = 0) -
   for split, n, name in (("train", num_train, "train"), ("heldout", num_heldout, "heldout")):
     pairs, skipped = proposer_pairs(n, seed, split)
     path = os.path.join(out_dir, f"{name}.jsonl")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      for p in pairs:
-        f.write(json.dumps(p) + "\n")
-    os.replace(path + ".tmp", path)
+    atomic_file.write_jsonl(path, pairs)
     used.update(a for p in pairs for a in p["meta"]["apis"])
     report[split] = {"pairs": len(pairs), "skipped": skipped}
   report["apis"] = sorted(used)

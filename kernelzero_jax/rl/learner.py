@@ -30,7 +30,6 @@ One step:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -41,6 +40,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.model.qwen2 import ForwardOptions
 from kernelzero_jax.model.sharding import ShardingConfig, shard_model
 from kernelzero_jax.rl import advantages as adv_lib
@@ -394,13 +394,12 @@ class Learner:
     directory = os.path.join(workdir, "samples")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"step_{step:06d}.jsonl")
-    with open(path + ".tmp", "w") as f:
-      for c, res, rew, a, in_batch in zip(completions, results, rewards_B, adv_B, in_batch_B):
-        f.write(json.dumps({"step": step, "task_id": prompts[c.prompt_index].task_id,
-                            "completion": c.text, "finish_reason": c.finish_reason,
-                            "reward": float(rew), "advantage": float(a),
-                            "in_batch": bool(in_batch), "result": res}, default=str) + "\n")
-    os.replace(path + ".tmp", path)
+    atomic_file.write_jsonl(
+        path, ({"step": step, "task_id": prompts[c.prompt_index].task_id, "completion": c.text,
+                "finish_reason": c.finish_reason, "reward": float(rew), "advantage": float(a),
+                "in_batch": bool(in_batch), "result": res}
+               for c, res, rew, a, in_batch in zip(completions, results, rewards_B, adv_B,
+                                                   in_batch_B)), default=str)
 
   # --- the loop ----------------------------------------------------------------------------
 

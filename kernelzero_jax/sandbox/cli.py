@@ -8,6 +8,7 @@ from typing import Any
 
 from absl import app
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax import tasks
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
@@ -47,10 +48,8 @@ def evaluate_from_flags(reference: str | None, level: int | None, problem_id: in
   line = verdict.to_json()
   if json_out:
     os.makedirs(os.path.dirname(os.path.abspath(json_out)), exist_ok=True)
-    tmp = json_out + ".tmp"
-    with open(tmp, "w") as f:
+    with atomic_file.replacing(json_out) as f:
       f.write(line + "\n")
-    os.replace(tmp, json_out)
   sys.stdout.flush()
   print(line, flush=True)
   return verdict

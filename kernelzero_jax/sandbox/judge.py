@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.sandbox import judge_gpu
 from kernelzero_jax.sandbox import judge_worker
 from kernelzero_jax.sandbox import static_checks
@@ -428,13 +429,11 @@ def judge_job_file(job_path: str, result_path: str, job_number: int = 1) -> bool
   # and kills this judge forges nothing. It is read only now, when no worker is left: a forked
   # worker copies this process's memory, so the secret must not be in it yet.
   nonce = _read_line(0)
-  tmp = result_path + ".tmp"
-  with open(tmp, "w") as f:
-    # When, so that the caller can tell how long the process took to end after it (its exit
-    # tears its CUDA context down: driver work that other processes' start-ups contend for).
-    json.dump({"nonce": nonce, "verdict": verdict.to_dict(), "entered_at": entered_at,
-               "written_at": time.time()}, f, allow_nan=False, default=repr)
-  os.replace(tmp, result_path)
+  # When, so that the caller can tell how long the process took to end after it (its exit
+  # tears its CUDA context down: driver work that other processes' start-ups contend for).
+  atomic_file.write_json(result_path, {"nonce": nonce, "verdict": verdict.to_dict(),
+                                       "entered_at": entered_at, "written_at": time.time()},
+                         allow_nan=False, default=repr)
   return judged
 
 

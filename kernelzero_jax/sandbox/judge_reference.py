@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.worker_handle import StageFailure
@@ -53,10 +54,7 @@ def share_facts(path: str, facts: dict[str, Any]) -> None:
       merged = read_facts(path)
       for name, value in facts.items():
         merged.setdefault(name, value)
-      tmp = f"{path}.{os.getpid()}.tmp"
-      with open(tmp, "w") as f:
-        json.dump(merged, f)
-      os.replace(tmp, path)
+      atomic_file.write_json(path, merged)
   except OSError:
     pass
 

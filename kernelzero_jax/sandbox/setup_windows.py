@@ -30,6 +30,8 @@ import time
 import uuid
 from typing import Any
 
+from kernelzero_jax import atomic_file
+
 # Kernels of less than this (ms) in a window do not count: a time-sliced context switch around
 # them moves at most one trial of a timing, which reports the median.
 DISTURBING_KERNEL_MS = 1.0
@@ -42,20 +44,13 @@ def window_dir(device_index: int, lock_dir: str | None = None) -> str:
                       f"kernelzero_sandbox_gpu{int(device_index)}.setup_windows")
 
 
-def _write(path: str, record: dict[str, Any]) -> None:
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(record, f)
-  os.replace(tmp, path)
-
-
 def open_window(device_index: int, kind: str, lock_dir: str | None = None) -> str:
   """A window opened now for candidate code of `kind` ("import", "constructor") about to run
   outside every hold on GPU `device_index`. Returns its handle (a path) for close_window."""
   directory = window_dir(device_index, lock_dir)
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, f"{os.getpid()}-{uuid.uuid4().hex}")
-  _write(f"{path}.open", {"pid": os.getpid(), "kind": kind, "start": time.time()})
+  atomic_file.write_json(f"{path}.open", {"pid": os.getpid(), "kind": kind, "start": time.time()})
   return path
 
 
@@ -68,7 +63,7 @@ def close_window(handle: str, kernel_ms: float | None) -> None:
   except (OSError, ValueError):
     return  # closed already
   if kernel_ms is None or kernel_ms >= DISTURBING_KERNEL_MS:
-    _write(f"{handle}.closed", dict(record, end=time.time(), kernel_ms=kernel_ms))
+    atomic_file.write_json(f"{handle}.closed", dict(record, end=time.time(), kernel_ms=kernel_ms))
   _remove(f"{handle}.open")
 
 
@@ -114,7 +109,7 @@ def _scan(directory: str, now: float) -> tuple[list[dict], list[dict], bool]:
     elif not _alive(int(record.get("pid", -1))):
       # Its judge is gone: ended, its kernels unknown, by the time it is first seen so.
       gone = dict(record, end=now, kernel_ms=None, owner_gone=True)
-      _write(path[:-len(".open")] + ".closed", gone)
+      atomic_file.write_json(path[:-len(".open")] + ".closed", gone)
       _remove(path)
       closed.append(gone)
     else:

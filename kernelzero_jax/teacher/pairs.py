@@ -18,6 +18,7 @@ import json
 import os
 from typing import Any, Sequence
 
+from kernelzero_jax import atomic_file
 from kernelzero_jax.coder.prompts import coder_messages
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
@@ -145,11 +146,7 @@ def make_pairs(modules: Sequence[Module], backend: str, sandbox_config: SandboxC
 def write_jsonl(pairs: Sequence[dict[str, Any]], path: str) -> None:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    for p in pairs:
-      f.write(json.dumps(p) + "\n")
-  os.replace(tmp, path)  # a reader never sees half a file
+  atomic_file.write_jsonl(path, pairs)
 
 
 def make_teacher_data(num_modules: int, seed: int, split: str, backend: str, device: str | None,
