@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 import pytest
 import torch
@@ -53,6 +54,30 @@ def test_audited_trials_are_neither_timed_nor_counted_past_the_stream():
   assert audited == [3]  # the second trial's input set, after the 2 warm-up calls
   assert result["times_ms"] == [10.0, 11.0, 30.0, 10.0] and result["trials"] == 4
   assert result["after_forward_ms"] == 1.5  # median of 1, 2, 21, 1
+
+
+class _Output:
+  """A forward's output, tracked by weak reference."""
+
+
+def test_no_earlier_output_is_alive_while_a_forward_runs():
+  """Each warm-up's and trial's output is gone before the next call, as a 6 GiB problem needs
+  (with the last warm-up's output kept through the trials, an 80 GiB GPU ran out of memory)."""
+  alive, seen = weakref.WeakSet(), []
+
+  def forward(x):
+    seen.append(len(alive))
+    out = _Output()
+    alive.add(out)
+    return out
+
+  class Timer:  # returns forward's output, as timing.Timer does
+    def time_call(self, fn):
+      return 10.0, fn()
+
+  result = timing.time_forward(Timer(), forward, lambda seed: [seed], list(range(20)), warmup=3,
+                               target_s=0.05, min_trials=3)
+  assert result["trials"] == 5 and seen == [0] * 8
 
 
 class _Made:

@@ -122,7 +122,10 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
     for i in range(warmup):
       inputs = None
       inputs = sets.next(seeds[i])
-      t, _ = timer.time_call(lambda: forward(*inputs))
+      t, out = timer.time_call(lambda: forward(*inputs))
+      # (Kept past the loop, the last warm-up's output held a 6 GiB problem's output through
+      # every trial: on an 80 GiB GPU, the trial's own output then ran out of memory.)
+      del out
       warm_times.append(t)
     estimate = statistics.median(warm_times) if warm_times else 0.0
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
