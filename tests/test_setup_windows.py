@@ -259,15 +259,21 @@ def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, 
 
   def timing_disturbed(start, end, retimed, after_forward):
     asked.append(retimed)
-    assert start <= end and after_forward == {"candidate": 0.1}
+    # The span of the timing just made (Judge.timing_span), not of the waits before it.
+    assert (start, end) == (100.0 * len(asked), 100.0 * len(asked) + 1)
+    assert after_forward == {"candidate": 0.1}
     return next(answers)
+
+  def time_once(base):
+    calls.append(base)
+    judge.timing_span = (100.0 * len(calls), 100.0 * len(calls) + 1)
 
   judge = types.SimpleNamespace(
       cfg=SandboxConfig(retime_disturbed=retimes),
       verdict=types.SimpleNamespace(evidence={"timing_after_forward_ms": {"candidate": 0.1}}),
       _fence=lambda name, timing: contextlib.nullcontext(),
       _holding=lambda *steps: [step() for step in steps],
-      _timed=lambda base: calls.append(base), _release_gpu_memory=lambda: None,
+      _timed=time_once, _release_gpu_memory=lambda: None,
       _timing_disturbed=timing_disturbed,
       _share_reference_facts=lambda: calls.append("shared"))
   hold = lambda exclusive: holds.append(exclusive) or contextlib.nullcontext()
@@ -275,6 +281,72 @@ def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, 
   assert calls == [7] * timed + (["shared"] if shared else [])
   assert holds == [True] * timed
   assert asked == [i < retimes for i in range(timed)]
+
+
+@pytest.mark.parametrize("disturbed, retimes, timed", [
+    ([False], 2, 1),
+    ([True, False], 2, 2),
+    ([True, True], 2, 3),  # the last is not asked about in the hold: the caller asks after it
+    ([], 0, 1),
+])
+def test_a_whole_evaluation_makes_its_disturbed_timing_again_in_its_hold(disturbed, retimes,
+                                                                        timed):
+  """Judge._timed_in_hold: asked without waiting for open windows (the GPU is held), and only
+  while a timing may still be made again."""
+  from kernelzero_jax.sandbox import judge_checks  # pylint: disable=import-outside-toplevel
+  calls, asked = [], []
+  answers = iter(disturbed)
+
+  def timing_disturbed(start, end, retimed, after_forward, wait):
+    asked.append((start, end, retimed, wait))
+    return next(answers)
+
+  def time_once(base):
+    calls.append(base)
+    judge.timing_span = (float(len(calls)), len(calls) + 0.5)
+
+  judge = types.SimpleNamespace(
+      cfg=SandboxConfig(retime_disturbed=retimes), _timed=time_once,
+      verdict=types.SimpleNamespace(evidence={"timing_after_forward_ms": {"candidate": 2.4}}),
+      _timing_disturbed=timing_disturbed)
+  judge_checks.CandidateSteps._timed_in_hold(judge, 3)
+  assert calls == [3] * timed
+  assert asked == [(float(i + 1), i + 1.5, True, False) for i in range(len(disturbed))]
+
+
+def test_a_timings_span_is_kept_when_it_fails():
+  """Judge._timed: the span of _timing itself, also when it raises."""
+  from kernelzero_jax.sandbox import judge_checks  # pylint: disable=import-outside-toplevel
+
+  def timing(base):
+    time.sleep(0.05)
+    raise RuntimeError("timing failed")
+
+  judge = types.SimpleNamespace(verdict=types.SimpleNamespace(stage="checks", stage_seconds={}),
+                                _timing=timing, timing_span=(0.0, 0.0))
+  before = time.time()
+  with pytest.raises(RuntimeError, match="timing failed"):
+    judge_checks.CandidateSteps._timed(judge, 1)
+  start, end = judge.timing_span
+  assert before <= start and end - start >= 0.05 and end <= time.time()
+  assert judge.verdict.stage == "timing"
+
+
+def test_under_a_hold_open_windows_are_not_waited_for_nor_told(own_tmp):
+  """_timing_disturbed(wait=False), as _timed_in_hold asks: a closed window with kernels counts
+  at once; one still open is left for the look after the hold, which waits and tells it."""
+  judge = _Judge()
+  judge.cfg = SandboxConfig(setup_window_wait_s=0.3)
+  start = time.time()
+  other = Other(own_tmp)
+  t0 = time.perf_counter()
+  assert judge._timing_disturbed(start, time.time(), retimed=True, wait=False) is False
+  assert time.perf_counter() - t0 < 0.25  # no wait
+  assert "timing_disturbed" not in judge.verdict.evidence
+  assert judge._timing_disturbed(start, time.time(), retimed=False) is False  # waited: unresolved
+  assert [t["unresolved"] != [] for t in judge.verdict.evidence["timing_disturbed"]] == [True]
+  other.close("2020")
+  assert judge._timing_disturbed(start, time.time(), retimed=True, wait=False) is True
 
 
 def test_a_timing_that_held_too_long_past_its_forward_is_disturbed_whatever_took_it(own_tmp):

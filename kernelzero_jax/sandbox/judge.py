@@ -80,6 +80,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # SandboxConfig.reference_first let it (_reference_first), or in the checks.
     self.reference_checked = False
     self.reference_timed: dict[str, Any] | None = None
+    # When the last timing ran (time.time(), from _timed): what setup windows must overlap.
+    self.timing_span: tuple[float, float] = (0.0, 0.0)
     # The input sets this judge made for the reference: their making's time (CUDA events, read
     # once the checks are done: evidence["input_set_ms"]; _reference).
     self.input_set_times: list[Any] = []
@@ -317,14 +319,25 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     if self._fused_thread is not None:
       self._ready_fused_compare()
 
+    # From the build's end to the first hold's request: construction, joins, the fused
+    # comparison's load (none of it holds the GPU).
+    v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
+    self._held_stages()
+    if v.candidate_ms and v.reference_ms:
+      v.speedup = v.reference_ms / v.candidate_ms
+    if v.compile_ms and v.candidate_ms:
+      v.speedup_vs_compile = v.compile_ms / v.candidate_ms
+    v.stage = "done"
+    v.status = V.CORRECT
+    self._keep_worker()
+
+  def _held_stages(self) -> None:
+    """The candidate's checks, timing and last check, under the GPU holds they need."""
+    cfg, v, base = self.cfg, self.verdict, self.base_seed
     cuda = self.device.type == "cuda"
     slots = cfg.gpu_concurrency if cuda else 1
     hold = lambda exclusive, width=1: (self._gpu_hold(slots, exclusive, width) if cuda
                                        else contextlib.nullcontext())
-    base = self.base_seed
-    # From the build's end to the first hold's request: construction, joins, the fused
-    # comparison's load (none of it holds the GPU).
-    v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
     # The whole evaluation under one hold, nothing else on the GPU meanwhile: always with one
     # slot; when one check of this problem needs the memory of all the slots (check_width;
     # otherwise its checks hold as many as they need); when its weights are too large to keep
@@ -333,14 +346,21 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     width = (self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu")
              and not self._weights_apart else slots)
     if width == slots:
-      start = time.time()
+      # The checks' memory given back before the timing, as between holds below: on an H100
+      # (80 GiB) beside 23 other judges, the judge's cached blocks and the worker's outputs of a
+      # 6 GiB problem left its timing out of memory, and honest candidates failed.
+      release = cuda and cfg.timing and not self._keeps_memory(slots)
       with hold(exclusive=True):
         self._holding(self._upload_reference, lambda: self._checks(base),
-                      lambda: cuda and cfg.timing and self._timed(base),
+                      lambda: release and self._release_gpu_memory(),
+                      lambda: cuda and cfg.timing and self._timed_in_hold(base),
                       lambda: self._post_check(base))
-      # Its worker is gone by now (_post_check): a timing disturbed here is only told
-      # (evidence["timing_disturbed"]), and its reference's time not shared.
-      if not (cuda and cfg.timing and self._timing_disturbed(start, time.time(), retimed=False)):
+      # Its worker is gone by now (_post_check): a timing disturbed by a window that closed
+      # only after the hold is only told (evidence["timing_disturbed"]), and its reference's
+      # time not shared.
+      if not (cuda and cfg.timing and self._timing_disturbed(
+          *self.timing_span, retimed=False,
+          after_forward=v.evidence.get("timing_after_forward_ms"))):
         self._share_reference_facts()
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
@@ -358,13 +378,6 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
         self._timed_apart(base, hold, release)
       with hold(exclusive=False, width=width):
         self._holding(lambda: self._post_check(base))
-    if v.candidate_ms and v.reference_ms:
-      v.speedup = v.reference_ms / v.candidate_ms
-    if v.compile_ms and v.candidate_ms:
-      v.speedup_vs_compile = v.compile_ms / v.candidate_ms
-    v.stage = "done"
-    v.status = V.CORRECT
-    self._keep_worker()
 
 
 EXIT_WITH_PARENT = "exit-with-parent"  # the name of its thread

@@ -208,11 +208,29 @@ class CandidateSteps:
         store[key] = merged
 
   def _timed(self, base: int) -> None:
+    """_timing, its span kept (Judge.timing_span): what another candidate's kernels outside every
+    hold must overlap to disturb it, not the waits for the fence and the hold before it."""
     v = self.verdict
     v.stage = "timing"
-    t0 = time.perf_counter()
-    self._timing(base)
+    t0, started = time.perf_counter(), time.time()
+    try:
+      self._timing(base)
+    finally:
+      self.timing_span = (started, time.time())
     v.stage_seconds["timing"] = round(time.perf_counter() - t0, 3)
+
+  def _timed_in_hold(self, base: int) -> None:
+    """_timed inside the hold of a whole evaluation (Judge.run), made again there, up to
+    SandboxConfig.retime_disturbed times, where it is known by its end to have been disturbed:
+    its intervals stretched, or another candidate's window with kernels overlapped it and has
+    closed. Windows still open are not waited for with the GPU held: the caller looks for them
+    after the hold, when only telling is left (its worker is gone by then)."""
+    for attempt in range(self.cfg.retime_disturbed + 1):
+      self._timed(base)
+      if attempt == self.cfg.retime_disturbed or not self._timing_disturbed(
+          *self.timing_span, retimed=True,
+          after_forward=self.verdict.evidence.get("timing_after_forward_ms"), wait=False):
+        return
 
   def _timing(self, base: int) -> None:
     cfg, v = self.cfg, self.verdict
@@ -269,13 +287,12 @@ class CandidateSteps:
     for attempt in itertools.count():
       # The fence before the GPU: a timing that held every slot while start-ups under way
       # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
-      start = time.time()
       with self._fence("timing", timing=True), hold(exclusive=True):
         self._holding(lambda: self._timed(base),
                       lambda: release and self._release_gpu_memory())
       retime = attempt < self.cfg.retime_disturbed
       disturbed = self._timing_disturbed(
-          start, time.time(), retimed=retime,
+          *self.timing_span, retimed=retime,
           after_forward=self.verdict.evidence.get("timing_after_forward_ms"))
       if not disturbed or not retime:
         break

@@ -130,25 +130,26 @@ class GpuSteps:
     setup_windows.close_window(handle, kernel_ms)
 
   def _timing_disturbed(self, start: float, end: float, retimed: bool,
-                        after_forward: dict[str, float] | None = None) -> bool:
+                        after_forward: dict[str, float] | None = None, wait: bool = True) -> bool:
     """Whether another judge's candidate ran kernels outside every hold while this judge timed
-    from `start` to `end` (time.time(); setup_windows.disturbances, waiting up to
-    SandboxConfig.setup_window_wait_s for the windows still open), or measured more than
+    from `start` to `end` (time.time(): Judge.timing_span; setup_windows.disturbances, waiting up
+    to SandboxConfig.setup_window_wait_s for the windows still open), or measured more than
     SandboxConfig.retime_after_forward_ms past a forward's end (`after_forward`, where given:
     _stretched_timings). Each disturbed timing goes to evidence["timing_disturbed"], with the
     time it measured and whether it is made again (`retimed`); the wait to
-    evidence["setup_window_wait_s"]."""
+    evidence["setup_window_wait_s"]. Without `wait` (under a hold: _timed_in_hold), the windows
+    still open are neither waited for nor told: the caller looks again after its hold."""
     if self.cfg.device != "cuda":
       return False
     from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
     found = setup_windows.disturbances(self.job.get("gpu_index", 0), start, end,
-                                       self.cfg.setup_window_wait_s)
+                                       self.cfg.setup_window_wait_s if wait else 0.0)
     evidence = self.verdict.evidence
     evidence["setup_window_wait_s"] = round(evidence.get("setup_window_wait_s", 0.0)
                                             + found["waited_s"], 3)
     stretched = self._stretched_timings(after_forward)
     disturbed = bool(found["disturbing"] or stretched)
-    if not disturbed and not found["unresolved"]:
+    if not disturbed and not (wait and found["unresolved"]):
       return False
     evidence.setdefault("timing_disturbed", []).append({
         "candidate_ms": self.verdict.candidate_ms, "reference_ms": self.verdict.reference_ms,

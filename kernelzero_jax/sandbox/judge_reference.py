@@ -142,7 +142,9 @@ class ReferenceSteps:
         evidence["held"] = True
         if self._reference_to_time() and self.go_gate.claim():
           try:
+            started = time.time()
             self.reference_timed = self._time_reference(self._timing_seeds(base))
+            self.timing_span = (started, time.time())
             evidence["timed"] = True
           finally:
             self.go_gate.release()
@@ -155,7 +157,6 @@ class ReferenceSteps:
           self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
 
-      start = time.time()
       with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
         if held:
           self._holding(measure)
@@ -163,7 +164,7 @@ class ReferenceSteps:
       # long past the forward's end: timed again under the candidate's timing hold instead.
       if evidence["timed"]:
         after = (self.reference_timed or {}).get("after_forward_ms")
-        if self._timing_disturbed(start, time.time(), retimed=True, after_forward=(
+        if self._timing_disturbed(*self.timing_span, retimed=True, after_forward=(
             {"reference": float(after)} if isinstance(after, (int, float)) else None)):
           self.reference_timed, evidence["timed"] = None, False
     finally:

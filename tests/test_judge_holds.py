@@ -1,0 +1,80 @@
+"""Judge._held_stages: which steps run under which GPU hold, with every step scripted."""
+
+import contextlib
+import types
+
+import pytest
+
+from kernelzero_jax.sandbox.config import SandboxConfig
+from kernelzero_jax.sandbox.judge import Judge
+
+
+def _judge(width, keeps_memory, disturbed=False, timing=True):
+  """A judge on a GPU of 4 slots whose checks need `width` of them."""
+  calls = []
+  judge = types.SimpleNamespace(
+      cfg=SandboxConfig(device="cuda", gpu_concurrency=4, timing=timing),
+      verdict=types.SimpleNamespace(evidence={"timing_after_forward_ms": {"candidate": 0.1}}),
+      base_seed=5, device=types.SimpleNamespace(type="cuda"), job={}, timing_span=(1.0, 2.0),
+      _weights_apart=False, calls=calls)
+
+  @contextlib.contextmanager
+  def gpu_hold(slots, exclusive, width=1):
+    calls.append(("hold", exclusive, width))
+    yield
+    calls.append("let go")
+
+  def timing_disturbed(start, end, retimed, after_forward):
+    calls.append(("disturbed?", start, end, retimed, after_forward))
+    return disturbed
+
+  judge.__dict__.update(
+      _gpu_hold=gpu_hold, _check_width=lambda slots: width,
+      _keeps_memory=lambda slots: keeps_memory,
+      _holding=lambda *steps: [step() for step in steps],
+      _upload_reference=lambda: calls.append("upload reference"),
+      _checks=lambda base: calls.append(("checks", base)),
+      _release_gpu_memory=lambda: calls.append("release"),
+      _timed_in_hold=lambda base: calls.append(("timed in hold", base)),
+      _timed_apart=lambda base, hold, release: calls.append(("timed apart", base, release)),
+      _post_check=lambda base: calls.append(("post check", base)),
+      _timing_disturbed=timing_disturbed,
+      _share_reference_facts=lambda: calls.append("shared"))
+  return judge
+
+
+@pytest.mark.parametrize("keeps_memory", [False, True])
+def test_a_whole_evaluation_gives_its_checks_memory_back_before_its_timing(keeps_memory):
+  """One hold of the whole GPU; the memory of the checks given back before the timing unless
+  every judge could keep as much (on an H100 beside 23 judges, a 6 GiB problem's timing ran out
+  of memory without it); the timing's own span asked about after the hold."""
+  judge = _judge(width=4, keeps_memory=keeps_memory)
+  Judge._held_stages(judge)
+  assert judge.calls == [
+      ("hold", True, 1), "upload reference", ("checks", 5)] + (
+      [] if keeps_memory else ["release"]) + [
+      ("timed in hold", 5), ("post check", 5), "let go",
+      ("disturbed?", 1.0, 2.0, False, {"candidate": 0.1}), "shared"]
+
+
+def test_a_whole_evaluation_disturbed_after_its_hold_shares_nothing():
+  judge = _judge(width=4, keeps_memory=False, disturbed=True)
+  Judge._held_stages(judge)
+  assert judge.calls[-1][0] == "disturbed?" and "shared" not in judge.calls
+
+
+def test_without_timing_a_whole_evaluation_neither_releases_nor_asks():
+  judge = _judge(width=4, keeps_memory=False, timing=False)
+  Judge._held_stages(judge)
+  assert judge.calls == [("hold", True, 1), "upload reference", ("checks", 5),
+                         ("post check", 5), "let go", "shared"]
+
+
+@pytest.mark.parametrize("keeps_memory", [False, True])
+def test_shared_checks_and_a_timing_apart(keeps_memory):
+  judge = _judge(width=2, keeps_memory=keeps_memory)
+  Judge._held_stages(judge)
+  assert judge.calls == [
+      ("hold", False, 2), ("checks", 5)] + ([] if keeps_memory else ["release"]) + [
+      "let go", ("timed apart", 5, not keeps_memory), ("hold", False, 2), ("post check", 5),
+      "let go"]
