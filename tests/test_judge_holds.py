@@ -78,3 +78,25 @@ def test_shared_checks_and_a_timing_apart(keeps_memory):
       ("hold", False, 2), ("checks", 5)] + ([] if keeps_memory else ["release"]) + [
       "let go", ("timed apart", 5, not keeps_memory), ("hold", False, 2), ("post check", 5),
       "let go"]
+
+
+def test_a_reference_timed_on_a_gpu_gives_its_cached_memory_back(monkeypatch):
+  """ReferenceSteps._time_reference: its input set and outputs go back to the driver before the
+  candidate's timing, which could not use them from torch's cache."""
+  from kernelzero_jax.sandbox import judge_reference  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
+  calls = []
+  monkeypatch.setattr(timing, "Timer", lambda device: calls.append("timer"))
+  monkeypatch.setattr(timing, "time_forward",
+                      lambda *args, **kwargs: calls.append("timed") or {"median_ms": 4.4})
+  for device, emptied in (("cuda", ["empty_cache"]), ("cpu", [])):
+    calls.clear()
+    judge = types.SimpleNamespace(
+        cfg=SandboxConfig(device=device), verdict=types.SimpleNamespace(evidence={}),
+        device=types.SimpleNamespace(type=device), ref_model=None, ref_mod=None, problem=None,
+        torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
+            empty_cache=lambda: calls.append("empty_cache"))),
+        _step=lambda name: contextlib.nullcontext(),
+        _fence=lambda *args, **kwargs: contextlib.nullcontext())
+    assert judge_reference.ReferenceSteps._time_reference(judge, [1, 2]) == {"median_ms": 4.4}
+    assert calls == ["timer", "timed"] + emptied and judge.verdict.reference_ms == 4.4
