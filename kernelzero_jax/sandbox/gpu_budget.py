@@ -93,8 +93,9 @@ CHECK_OUTPUT_SETS = 2
 # slack, the reference's weights)...
 CHECK_MEMORY_SHARE = 0.8
 # ...less what every judge on the GPU holds whatever it is doing: its CUDA context and its
-# worker's, with the worker's L2 flush buffer (518 + 880 MiB on an H200, torch 2.11).
-JUDGE_GPU_BYTES = 1400 * 2**20
+# worker's, with the worker's L2 flush buffer (518 + 880 MiB on an H200, 708-712 + 880 MiB on an
+# H100, torch 2.11: 24 judges at once held 36 GiB of an H100's 79 so).
+JUDGE_GPU_BYTES = 1600 * 2**20
 
 
 def check_bytes(input_bytes: int, output_bytes: int | None = None) -> int:
