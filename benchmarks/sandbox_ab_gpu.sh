@@ -65,7 +65,11 @@ zygote:lite_pch:reuse:gpu4:w16) ;;
   overhead|ipc) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
-git rev-parse HEAD > "$out/$run/commit.txt" 2>/dev/null
+# The commit, and a digest of the Python sources that ran: a copy of a working tree may carry a
+# .git older than its files (on 2026-12-05 one said d64e243 for code at 4c5197b), so the digest
+# is what ties a result to a commit (the same command on that commit's checkout prints it).
+{ git rev-parse HEAD; echo "sources $(find kernelzero_jax benchmarks -name '*.py' | LC_ALL=C sort \
+    | xargs cat | sha1sum | cut -c1-40)"; } > "$out/$run/commit.txt" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$run/gpu.txt" 2>/dev/null
 if [ "$run" = overhead ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
