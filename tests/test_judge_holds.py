@@ -1,4 +1,5 @@
-"""Judge._held_stages: which steps run under which GPU hold, with every step scripted."""
+"""Judge._held_stages: which steps run under which GPU hold, with every step scripted; and the
+GPU memory that the judge and its worker give back around a timing."""
 
 import contextlib
 import types
@@ -100,3 +101,28 @@ def test_a_reference_timed_on_a_gpu_gives_its_cached_memory_back(monkeypatch):
         _fence=lambda *args, **kwargs: contextlib.nullcontext())
     assert judge_reference.ReferenceSteps._time_reference(judge, [1, 2]) == {"median_ms": 4.4}
     assert calls == ["timer", "timed"] + emptied and judge.verdict.reference_ms == 4.4
+
+
+def test_a_workers_timing_gives_its_cached_memory_back_and_keeps_the_audited_outputs():
+  """RunSteps.time: on a GPU, torch's cache is emptied once the trials are done, before the
+  judge's reference forwards for the audits; the audited outputs stay held for the reply."""
+  from kernelzero_jax.sandbox import worker_run  # pylint: disable=import-outside-toplevel
+  for device, emptied in (("cuda", True), ("cpu", False)):
+    calls = []
+
+    def time_forward(timer, model, make_inputs, seeds, warmup, target_s, min_trials, on_audit,
+                     audit_positions):
+      on_audit(seeds[0], ["inputs"])
+      calls.append("timed")
+      return {"median_ms": 1.0}
+
+    worker = types.SimpleNamespace(
+        device=types.SimpleNamespace(type=device), timer=None, model=None, _inputs=None,
+        timing=types.SimpleNamespace(time_forward=time_forward),
+        torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
+            empty_cache=lambda: calls.append("empty_cache"))),
+        _observed_forward=lambda inputs: ("out", [], {}), _launch_violations=lambda l: [],
+        problem=types.SimpleNamespace(flatten=lambda out: [out]), _tamper_violations=lambda: [])
+    reply = worker_run.RunSteps.time(worker, [7, 8], [0], 1, 0.1, 3)
+    assert calls == ["timed"] + (["empty_cache"] if emptied else [])
+    assert reply["audits"] == [(7, ["out"])] and worker._held == reply["audits"]
