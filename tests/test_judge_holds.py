@@ -8,6 +8,7 @@ import pytest
 
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sandbox.judge import Judge
+from kernelzero_jax.sandbox.judge_checks import CandidateSteps
 
 
 def _judge(width, keeps_memory, disturbed=False, timing=True):
@@ -41,6 +42,7 @@ def _judge(width, keeps_memory, disturbed=False, timing=True):
       _post_check=lambda base: calls.append(("post check", base)),
       _timing_disturbed=timing_disturbed,
       _share_reference_facts=lambda: calls.append("shared"))
+  judge._after_the_timing = types.MethodType(CandidateSteps._after_the_timing, judge)
   return judge
 
 
@@ -58,10 +60,11 @@ def test_a_whole_evaluation_gives_its_checks_memory_back_before_its_timing(keeps
       ("disturbed?", 1.0, 2.0, False, {"candidate": 0.1}), "shared"]
 
 
-def test_a_whole_evaluation_disturbed_after_its_hold_shares_nothing():
+def test_a_whole_evaluation_disturbed_after_its_hold_shares_nothing_and_is_unreliable():
   judge = _judge(width=4, keeps_memory=False, disturbed=True)
   Judge._held_stages(judge)
   assert judge.calls[-1][0] == "disturbed?" and "shared" not in judge.calls
+  assert "no speedup" in judge.verdict.evidence["timing_unreliable"]
 
 
 def test_without_timing_a_whole_evaluation_neither_releases_nor_asks():
@@ -126,3 +129,16 @@ def test_a_workers_timing_gives_its_cached_memory_back_and_keeps_the_audited_out
     reply = worker_run.RunSteps.time(worker, [7, 8], [0], 1, 0.1, 3)
     assert calls == ["timed"] + (["empty_cache"] if emptied else [])
     assert reply["audits"] == [(7, ["out"])] and worker._held == reply["audits"]
+
+
+def test_a_timing_left_disturbed_reports_no_speedup():
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import verdict as V  # pylint: disable=import-outside-toplevel
+  clean = V.Verdict(status=V.CORRECT, candidate_ms=2.0, reference_ms=5.0, compile_ms=4.0)
+  judge_lib.set_speedups(clean)
+  assert (clean.speedup, clean.speedup_vs_compile) == (2.5, 2.0)
+  left = V.Verdict(status=V.CORRECT, candidate_ms=2.0, reference_ms=5.0, compile_ms=4.0,
+                   evidence={"timing_unreliable": "disturbed"})
+  judge_lib.set_speedups(left)
+  assert (left.speedup, left.speedup_vs_compile) == (None, None)
+  assert (left.candidate_ms, left.reference_ms) == (2.0, 5.0)  # kept, for reading

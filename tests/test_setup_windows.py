@@ -276,9 +276,12 @@ def test_a_disturbed_timing_is_made_again_up_to_the_configured_times(disturbed, 
       _timed=time_once, _release_gpu_memory=lambda: None,
       _timing_disturbed=timing_disturbed,
       _share_reference_facts=lambda: calls.append("shared"))
+  judge._after_the_timing = types.MethodType(judge_checks.CandidateSteps._after_the_timing, judge)
   hold = lambda exclusive: holds.append(exclusive) or contextlib.nullcontext()
   judge_checks.CandidateSteps._timed_apart(judge, 7, hold, False)
   assert calls == [7] * timed + (["shared"] if shared else [])
+  # The last timing disturbed too: no speedup from it.
+  assert ("timing_unreliable" in judge.verdict.evidence) == (not shared)
   assert holds == [True] * timed
   assert asked == [i < retimes for i in range(timed)]
 

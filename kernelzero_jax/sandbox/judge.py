@@ -323,10 +323,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # comparison's load (none of it holds the GPU).
     v.evidence["build_to_hold_s"] = round(time.perf_counter() - built_at, 3)
     self._held_stages()
-    if v.candidate_ms and v.reference_ms:
-      v.speedup = v.reference_ms / v.candidate_ms
-    if v.compile_ms and v.candidate_ms:
-      v.speedup_vs_compile = v.compile_ms / v.candidate_ms
+    set_speedups(v)
     v.stage = "done"
     v.status = V.CORRECT
     self._keep_worker()
@@ -356,12 +353,10 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
                       lambda: cuda and cfg.timing and self._timed_in_hold(base),
                       lambda: self._post_check(base))
       # Its worker is gone by now (_post_check): a timing disturbed by a window that closed
-      # only after the hold is only told (evidence["timing_disturbed"]), and its reference's
-      # time not shared.
-      if not (cuda and cfg.timing and self._timing_disturbed(
+      # only after the hold, or disturbed still after _timed_in_hold's retimes, is only told.
+      self._after_the_timing(cuda and cfg.timing and self._timing_disturbed(
           *self.timing_span, retimed=False,
-          after_forward=v.evidence.get("timing_after_forward_ms"))):
-        self._share_reference_facts()
+          after_forward=v.evidence.get("timing_after_forward_ms")))
     else:  # untimed checks share the GPU with other judges' checks; timing has it alone
       # A judge gives back the memory of its checks and of its timing *before* it lets go of
       # the GPU: the next holder takes the slots at once, while judges waiting for the GPU are
@@ -378,6 +373,17 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
         self._timed_apart(base, hold, release)
       with hold(exclusive=False, width=width):
         self._holding(lambda: self._post_check(base))
+
+
+def set_speedups(v: V.Verdict) -> None:
+  """The verdict's speedups from its times; none from a timing left disturbed
+  (evidence["timing_unreliable"]: CandidateSteps._after_the_timing)."""
+  if "timing_unreliable" in v.evidence:
+    return
+  if v.candidate_ms and v.reference_ms:
+    v.speedup = v.reference_ms / v.candidate_ms
+  if v.compile_ms and v.candidate_ms:
+    v.speedup_vs_compile = v.compile_ms / v.candidate_ms
 
 
 EXIT_WITH_PARENT = "exit-with-parent"  # the name of its thread

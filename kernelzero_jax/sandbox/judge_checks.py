@@ -282,8 +282,7 @@ class CandidateSteps:
     """_timed in a hold of the whole GPU, taken after the fence (the GPU shared before and
     after). Made again, up to SandboxConfig.retime_disturbed times, where another judge's
     candidate ran kernels outside every hold meanwhile (setup_windows.py) or its intervals held
-    too much past the forward's end (GpuSteps._stretched_timings). Then the reference's facts
-    are shared, unless the last timing was disturbed too."""
+    too much past the forward's end (GpuSteps._stretched_timings). Then _after_the_timing."""
     for attempt in itertools.count():
       # The fence before the GPU: a timing that held every slot while start-ups under way
       # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).
@@ -296,7 +295,18 @@ class CandidateSteps:
           after_forward=self.verdict.evidence.get("timing_after_forward_ms"))
       if not disturbed or not retime:
         break
-    if not disturbed:
+    self._after_the_timing(disturbed)
+
+  def _after_the_timing(self, disturbed: bool) -> None:
+    """What the last timing's outcome leaves: a clean one shares the reference's facts; one
+    disturbed too reports no speedup (Judge._evaluate; evidence["timing_unreliable"]). Its times
+    stay, for reading, but a ratio of times that another candidate's kernels stretched 2-3x
+    measures nothing (on an H100, three busy_at_import copies among 19 candidates disturbed all
+    three timings of one, 2.8x and 4.2x)."""
+    if disturbed:
+      self.verdict.evidence["timing_unreliable"] = (
+          "its last timing was disturbed too (evidence['timing_disturbed']): no speedup")
+    else:
       self._share_reference_facts()
 
   def _share_reference_facts(self) -> None:
