@@ -291,24 +291,28 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
 
 
 def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
-  """Timings that another judge's candidate disturbed with kernels outside every hold, or that
-  held too long past their forward's end (evidence["timing_disturbed"], setup_windows.py,
-  GpuSteps._stretched_timings): how many timings so, how many made again,
-  how many waits ended with such code still running; each made again as its disturbed and its
-  final time (ms); and the judges' waits after their timings for that code to end (s)."""
-  disturbed = retimed = unresolved = 0
+  """Timings disturbed, their intervals held too long past their forward's end
+  (evidence["timing_disturbed"], GpuSteps._timing_disturbed), and those told only for the setup
+  windows with kernels beside them (setup_windows.py): how many timings so, how many made again,
+  how many verdicts kept a disturbed one (evidence["timing_unreliable"]: no speedup), how many
+  looks found such code still running; each made again as its disturbed and its final time
+  (ms); and the judges' waits after their timings for that code to end (s)."""
+  disturbed = beside = retimed = unresolved = 0
   pairs, waits = [], []
   for r in rows:
     e = r.get("evidence") or {}
     if isinstance(e.get("setup_window_wait_s"), (int, float)):
       waits.append(float(e["setup_window_wait_s"]))
     for d in e.get("timing_disturbed") or []:
-      disturbed += bool(d.get("windows") or d.get("after_forward_ms"))
+      disturbed += bool(d.get("after_forward_ms"))
+      beside += bool(d.get("windows") and not d.get("after_forward_ms"))
       unresolved += bool(d.get("unresolved"))
       if d.get("retimed"):
         retimed += 1
         pairs.append((d.get("candidate_ms"), r.get("candidate_ms"), r.get("name")))
-  return {"timings_disturbed": disturbed, "retimed": retimed, "unresolved": unresolved,
+  unreliable = sum(1 for r in rows if "timing_unreliable" in (r.get("evidence") or {}))
+  return {"timings_disturbed": disturbed, "retimed": retimed, "left_unreliable": unreliable,
+          "beside_windows_only": beside, "unresolved": unresolved,
           "retimed_ms": [(_round(a), _round(b), n) for a, b, n in pairs[:8]],
           "wait_s": ({"n": len(waits), "sum": round(sum(waits), 3),
                       "median": rounded_median(waits), "max": round(max(waits), 3)}

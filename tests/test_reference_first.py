@@ -435,15 +435,20 @@ def test_the_second_construction_is_awaited_while_a_prebuilder_holds_the_go(
     assert timed == []
 
 
-def test_a_reference_timing_that_another_candidates_kernels_disturbed_is_made_again(make_judge):
+@pytest.mark.parametrize("after_forward_ms", [2.386, 0.1])
+def test_a_reference_timing_that_another_candidates_kernels_disturbed_is_made_again(
+    make_judge, monkeypatch, after_forward_ms):
   """A window of another process's candidate with kernels (setup_windows.py) over the reference's
-  first timing: that time is dropped, neither kept nor shared, and measured again in the
-  candidate's timing."""
+  first timing, which held `after_forward_ms` past its forward's end: stretched, that time is
+  dropped, neither kept nor shared, and measured again in the candidate's timing; not, it stands
+  and the window is only told."""
   import json  # pylint: disable=import-outside-toplevel
   import os  # pylint: disable=import-outside-toplevel
   import time  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import setup_windows  # pylint: disable=import-outside-toplevel
   judge, timed, facts_path = make_judge()
+  monkeypatch.setattr(timing, "time_forward", lambda *a, **k: timed.append(1) or dict(
+      REFERENCE_TIMED, after_forward_ms=after_forward_ms))
   directory = setup_windows.window_dir(0)
   os.makedirs(directory)
   with open(os.path.join(directory, "other.closed"), "w") as f:
@@ -451,11 +456,12 @@ def test_a_reference_timing_that_another_candidates_kernels_disturbed_is_made_ag
                "end": time.time() + 60, "kernel_ms": 2020.0}, f)
   judge._reference_first()  # pylint: disable=protected-access
   v = judge.verdict
-  assert timed == [1] and v.evidence["reference_first"]["timed"] is False
-  assert judge.reference_timed is None
+  disturbed = after_forward_ms > 1.0
+  assert timed == [1] and v.evidence["reference_first"]["timed"] is not disturbed
+  assert (judge.reference_timed is None) is disturbed
   told = v.evidence["timing_disturbed"]
-  assert [(t["reference_ms"], t["retimed"]) for t in told] == [(2.0, True)]
+  assert [(t["reference_ms"], t["retimed"]) for t in told] == [(2.0, disturbed)]
   assert [w["kernel_ms"] for w in told[0]["windows"]] == [2020.0]
   assert "reference_ms" not in judge_reference.read_facts(facts_path)
   judge._timing(0)  # pylint: disable=protected-access
-  assert timed == [1, 1] and v.reference_ms == 2.0
+  assert timed == ([1, 1] if disturbed else [1]) and v.reference_ms == 2.0

@@ -158,20 +158,20 @@ class SandboxConfig:
   # time-slice, so those timings would lengthen, a shared reference time with them), and are
   # profiled (evidence["setup_gpu"]); more is rejected. None: not profiled.
   setup_kernel_ms_limit: float | None = 50.0
-  # GPU: how many times a timing is made again when another judge's candidate ran kernels
-  # outside every hold meanwhile (at import or in its constructor: setup_windows.py; on an H200
-  # such timings measured 2.2-2.9x, BENCHMARKS.md). 0: only told, in
-  # evidence["timing_disturbed"]. A judge waits up to `setup_window_wait_s` after its timing
-  # for that code, where it still runs, to end; longer, its timing stands (a candidate whose
-  # import ran kernels during it and then outlasted the wait would go unnoticed; a longer wait
-  # holds every judge whose timing overlapped an honest slow import, a build at import say).
+  # GPU: a timing is disturbed when its intervals held more than `retime_after_forward_ms` (at
+  # the median over its trials) past the end of its forward's work on its stream: another GPU
+  # context's time slice, such as another candidate's kernels outside every hold (at import or
+  # in its constructor: setup_windows.py). On an H200, the 10 timings made beside
+  # busy_at_import's kernels held 2.386 ms there and measured 2.2-2.9x, 845 of the 848 others
+  # 0.02-0.93 ms; on an H100, all 22 such timings measured 2.1-5.7x, and none of the 83 that
+  # only overlapped such code's window was off (BENCHMARKS.md). None: not looked at. A disturbed
+  # timing is made again up to `retime_disturbed` times (0: only told, in
+  # evidence["timing_disturbed"]); one still disturbed then reports no speedup
+  # (evidence["timing_unreliable"]). The windows that overlapped a timing are told beside it,
+  # those still open waited for up to `setup_window_wait_s` (0: told as "unresolved").
   retime_disturbed: int = 2
-  setup_window_wait_s: float = 5.0
-  # ...and so is a timing whose intervals held more than this (ms, at the median over its
-  # trials) past the end of its forward's work on its stream, whatever took that time: on an
-  # H200, the 10 timings made beside busy_at_import's kernels held 2.386 ms there, 845 of the 848
-  # others 0.02-0.93 ms. None: not looked at.
   retime_after_forward_ms: float | None = 1.0
+  setup_window_wait_s: float = 0.0
   # Where the precompiled header and Triton's seed live (default ~/.cache/kernelzero_jax/pch).
   pch_dir: str | None = None
 

@@ -352,8 +352,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
                       lambda: release and self._release_gpu_memory(),
                       lambda: cuda and cfg.timing and self._timed_in_hold(base),
                       lambda: self._post_check(base))
-      # Its worker is gone by now (_post_check): a timing disturbed by a window that closed
-      # only after the hold, or disturbed still after _timed_in_hold's retimes, is only told.
+      # Its worker is gone by now (_post_check): a last timing disturbed still after
+      # _timed_in_hold's retimes is only told, and the windows that overlapped it.
       self._after_the_timing(cuda and cfg.timing and self._timing_disturbed(
           *self.timing_span, retimed=False,
           after_forward=v.evidence.get("timing_after_forward_ms")))

@@ -221,10 +221,9 @@ class CandidateSteps:
 
   def _timed_in_hold(self, base: int) -> None:
     """_timed inside the hold of a whole evaluation (Judge.run), made again there, up to
-    SandboxConfig.retime_disturbed times, where it is known by its end to have been disturbed:
-    its intervals stretched, or another candidate's window with kernels overlapped it and has
-    closed. Windows still open are not waited for with the GPU held: the caller looks for them
-    after the hold, when only telling is left (its worker is gone by then)."""
+    SandboxConfig.retime_disturbed times, while it is disturbed (GpuSteps._timing_disturbed).
+    Setup windows still open are not waited for with the GPU held: the caller looks at the last
+    timing again after the hold."""
     for attempt in range(self.cfg.retime_disturbed + 1):
       self._timed(base)
       if attempt == self.cfg.retime_disturbed or not self._timing_disturbed(
@@ -280,9 +279,9 @@ class CandidateSteps:
 
   def _timed_apart(self, base: int, hold, release: bool) -> None:
     """_timed in a hold of the whole GPU, taken after the fence (the GPU shared before and
-    after). Made again, up to SandboxConfig.retime_disturbed times, where another judge's
-    candidate ran kernels outside every hold meanwhile (setup_windows.py) or its intervals held
-    too much past the forward's end (GpuSteps._stretched_timings). Then _after_the_timing."""
+    after). Made again, up to SandboxConfig.retime_disturbed times, while it is disturbed
+    (GpuSteps._timing_disturbed: its intervals held too much past the forward's end, as beside
+    another candidate's kernels outside every hold). Then _after_the_timing."""
     for attempt in itertools.count():
       # The fence before the GPU: a timing that held every slot while start-ups under way
       # finished would leave the GPU idle (on an H200, a batch of 70 ran 16% slower so).

@@ -160,8 +160,8 @@ class ReferenceSteps:
       with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
         if held:
           self._holding(measure)
-      # Another candidate's kernels outside every hold meanwhile (setup_windows.py), or too
-      # long past the forward's end: timed again under the candidate's timing hold instead.
+      # Disturbed (too long past the forward's end, as beside another candidate's kernels
+      # outside every hold): timed again under the candidate's timing hold instead.
       if evidence["timed"]:
         after = (self.reference_timed or {}).get("after_forward_ms")
         if self._timing_disturbed(*self.timing_span, retimed=True, after_forward=(

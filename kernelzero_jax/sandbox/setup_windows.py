@@ -1,5 +1,5 @@
 """When candidates' code ran on a GPU outside every judge's hold, so that timings beside it can be
-told apart and made again.
+told why they were disturbed.
 
 A judge holds the GPU for its candidate's checks and timing, but the candidate's import and its
 constructor run before (so that a slow import or a large model built on the CPU holds nothing).
@@ -14,8 +14,11 @@ So each judge opens a window in a directory per GPU before its worker runs candi
 a hold (the import: from the go; the constructor: from its command) and closes it with the
 kernel time the worker's profiler saw. A window whose code ran no kernels (nearly all) is deleted
 as it closes; one that ran some, or whose end is unknown (the worker died or hung), stays for a
-while as a closed file. After each timing hold, a judge asks which windows overlapped it, waiting
-for those still open (`disturbances`), and times again if any ran kernels (Judge._timed_apart).
+while as a closed file. After each timing, a judge asks which windows overlapped it
+(`disturbances`) and tells them in its verdict's evidence. What makes it time again is the mark
+such kernels leave on the timing itself (GpuSteps._timing_disturbed): on an H100 (BENCHMARKS.md)
+every timing they stretched showed it, and none of the 83 timings that only overlapped a window
+measured more than its copies; the mark also catches GPU work that no window covers.
 
 Files, not locks: a window outlives neither its judge's interest nor a crash (a window whose
 owner process is gone counts as closed, its kernels unknown, when a reader first sees it so).
