@@ -319,6 +319,46 @@ def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
                      if waits else {"n": 0})}
 
 
+def disturbance_classes(rows: list[dict], off: float = 1.3) -> dict[str, Any]:
+  """Whether what a judge told of a timing (evidence["timing_disturbed"]) says how far off it
+  was: each told timing's candidate and reference times against the median of the correct
+  verdicts' final ones of its problem (candidates: of its kind, teacher copies or extras), by
+  what was told: "stretched" (its intervals past the forward's end: a disturbed timing),
+  "windows" (only setup windows with kernels beside it), "unresolved" (only windows still open);
+  and "nothing told", the correct verdicts' final timings with no such entry. For each: how many,
+  and how many measured more than `off` times that median (with those ratios)."""
+  times: dict[tuple, list[float]] = collections.defaultdict(list)
+  refs: dict[str, list[float]] = collections.defaultdict(list)
+  for r in rows:
+    if r.get("status") == "correct" and r.get("candidate_ms") and r.get("reference_ms"):
+      times[(r.get("problem"), r.get("kind"))].append(r["candidate_ms"])
+      refs[r.get("problem")].append(r["reference_ms"])
+  cand_median = {k: statistics.median(v) for k, v in times.items()}
+  ref_median = {k: statistics.median(v) for k, v in refs.items()}
+  classes: dict[str, list[tuple]] = {"stretched": [], "windows": [], "unresolved": [],
+                                     "nothing told": []}
+
+  def ratios(r: dict, cand: Any, ref: Any) -> tuple:
+    c_med, r_med = cand_median.get((r.get("problem"), r.get("kind"))), ref_median.get(
+        r.get("problem"))
+    return (round(cand / c_med, 2) if isinstance(cand, (int, float)) and c_med else None,
+            round(ref / r_med, 2) if isinstance(ref, (int, float)) and r_med else None)
+
+  for r in rows:
+    told = (r.get("evidence") or {}).get("timing_disturbed") or []
+    for d in told:
+      kind = ("stretched" if d.get("after_forward_ms") else "windows" if d.get("windows")
+              else "unresolved")
+      classes[kind].append(ratios(r, d.get("candidate_ms"), d.get("reference_ms")))
+    if not told and r.get("status") == "correct":
+      classes["nothing told"].append(ratios(r, r.get("candidate_ms"), r.get("reference_ms")))
+  report = {}
+  for kind, pairs in classes.items():
+    far = [p for p in pairs if any(x is not None and x > off for x in p)]
+    report[kind] = {"n": len(pairs), f"over_{off}x": len(far), "ratios": far[:24]}
+  return report
+
+
 def _round(x: Any) -> Any:
   return round(x, 3) if isinstance(x, (int, float)) else x
 
@@ -660,6 +700,8 @@ def main(argv: list[str]) -> None:
       print(f"  {cmd}: {m}")
   print("\ntimings disturbed by other candidates' kernels outside every hold "
         f"(setup_windows.py): {disturbed_timings(rows)}")
+  print("\ntold timings against their problem's median, by what was told (candidate, reference "
+        f"ratios): {disturbance_classes(rows)}")
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
   if flags.FLAGS.smi_csv:

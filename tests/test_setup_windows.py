@@ -433,3 +433,29 @@ def test_the_benchmarks_count_disturbed_and_retimed_timings():
       "unresolved": 1, "retimed_ms": [(39.7, 17.6, "a")],
       "wait_s": {"n": 3, "sum": 5.5, "median": 0.5, "max": 5.0}}
   assert gpu_steps.disturbed_timings([])["wait_s"] == {"n": 0}
+
+
+def test_the_benchmarks_compare_told_timings_with_their_problems_median():
+  """gpu_steps.disturbance_classes: each told timing by what was told, against the median of
+  the correct verdicts' final times of its problem."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  window = {"kind": "import", "kernel_ms": 2020.0}
+
+  def verdict(cand, ref, *told, status="correct"):
+    return {"problem": "p", "kind": "teacher", "status": status, "candidate_ms": cand,
+            "reference_ms": ref, "evidence": {"timing_disturbed": list(told)} if told else {}}
+
+  rows = [verdict(10.0, 4.0), verdict(10.2, 4.0), verdict(9.8, 4.1),
+          verdict(10.0, 4.0, {"candidate_ms": 23.0, "reference_ms": 4.0, "windows": [window],
+                              "unresolved": [], "after_forward_ms": {"candidate": 2.4}}),
+          verdict(10.1, 4.0, {"candidate_ms": 10.1, "reference_ms": 4.0, "windows": [window],
+                              "unresolved": [], "after_forward_ms": {}}),
+          verdict(None, None, {"candidate_ms": 10.0, "reference_ms": 9.2, "windows": [],
+                               "unresolved": [window], "after_forward_ms": {}},
+                  status="runtime_error")]
+  report = gpu_steps.disturbance_classes(rows)
+  assert report == {
+      "stretched": {"n": 1, "over_1.3x": 1, "ratios": [(2.3, 1.0)]},
+      "windows": {"n": 1, "over_1.3x": 0, "ratios": []},
+      "unresolved": {"n": 1, "over_1.3x": 1, "ratios": [(1.0, 2.3)]},
+      "nothing told": {"n": 3, "over_1.3x": 0, "ratios": []}}
