@@ -294,8 +294,9 @@ def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
   """Timings disturbed, their intervals held too long past their forward's end
   (evidence["timing_disturbed"], GpuSteps._timing_disturbed), and those told only for the setup
   windows with kernels beside them (setup_windows.py): how many timings so, how many made again,
-  how many verdicts kept a disturbed one (evidence["timing_unreliable"]: no speedup), how many
-  looks found such code still running; each made again as its disturbed and its final time
+  how many verdicts kept a disturbed one (their last told timing disturbed and not made again:
+  since dccd1ae, evidence["timing_unreliable"], no speedup), how many looks found such code
+  still running; each made again as its disturbed and its final time
   (ms); and the judges' waits after their timings for that code to end (s)."""
   disturbed = beside = retimed = unresolved = 0
   pairs, waits = [], []
@@ -310,8 +311,9 @@ def disturbed_timings(rows: list[dict]) -> dict[str, Any]:
       if d.get("retimed"):
         retimed += 1
         pairs.append((d.get("candidate_ms"), r.get("candidate_ms"), r.get("name")))
-  unreliable = sum(1 for r in rows if "timing_unreliable" in (r.get("evidence") or {}))
-  return {"timings_disturbed": disturbed, "retimed": retimed, "left_unreliable": unreliable,
+  left = sum(1 for r in rows if (told := (r.get("evidence") or {}).get("timing_disturbed"))
+             and told[-1].get("after_forward_ms") and not told[-1].get("retimed"))
+  return {"timings_disturbed": disturbed, "retimed": retimed, "left_disturbed": left,
           "beside_windows_only": beside, "unresolved": unresolved,
           "retimed_ms": [(_round(a), _round(b), n) for a, b, n in pairs[:8]],
           "wait_s": ({"n": len(waits), "sum": round(sum(waits), 3),

@@ -429,7 +429,7 @@ def test_the_benchmarks_count_disturbed_and_retimed_timings():
           "timing_disturbed": [{"candidate_ms": 5.4, "windows": [window], "unresolved": [],
                                 "after_forward_ms": {}, "retimed": False}]}}]
   assert gpu_steps.disturbed_timings(rows) == {
-      "timings_disturbed": 2, "retimed": 1, "left_unreliable": 1, "beside_windows_only": 1,
+      "timings_disturbed": 2, "retimed": 1, "left_disturbed": 1, "beside_windows_only": 1,
       "unresolved": 1, "retimed_ms": [(39.7, 17.6, "a")],
       "wait_s": {"n": 3, "sum": 5.5, "median": 0.5, "max": 5.0}}
   assert gpu_steps.disturbed_timings([])["wait_s"] == {"n": 0}
