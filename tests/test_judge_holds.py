@@ -74,6 +74,13 @@ def test_without_timing_a_whole_evaluation_neither_releases_nor_asks():
                          ("post check", 5), "let go", "shared"]
 
 
+def test_on_the_cpu_one_pass_without_holds_nor_timing():
+  judge = _judge(width=4, keeps_memory=False)
+  judge.device = types.SimpleNamespace(type="cpu")
+  Judge._held_stages(judge)
+  assert judge.calls == ["upload reference", ("checks", 5), ("post check", 5), "shared"]
+
+
 @pytest.mark.parametrize("keeps_memory", [False, True])
 def test_shared_checks_and_a_timing_apart(keeps_memory):
   judge = _judge(width=2, keeps_memory=keeps_memory)
