@@ -162,8 +162,8 @@ class GpuSteps:
   def _stretched_timings(self, after_forward: dict[str, float] | None) -> dict[str, float]:
     """The timings among `after_forward` (the median ms each measured past its forward's end on
     its stream: Judge._timing's evidence) over SandboxConfig.retime_after_forward_ms: another
-    context's time slice (2.386 ms on an H200 and an H100 beside busy_at_import's kernels, 4.6
-    and 6.9 ms beside two or three of them) or a host that woke late, whatever their source.
+    context's time slice (2.386 ms on an H200 and an H100 beside busy_at_import's kernels, or
+    4.6 and 6.9 ms, two and three slices) or a host that woke late, whatever their source.
     The candidate's is its worker's word, read only as a reason to time again and, left so, to
     report no speedup: a candidate that claims it gains nothing."""
     limit = self.cfg.retime_after_forward_ms
