@@ -97,7 +97,8 @@ from absl import flags
 
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
-from benchmarks.gpu_steps import (check_waits, disturbed_timings, hold_timeline,
+from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_timings,
+                                   hold_timeline,
                                    left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
                                    timing_wall_ratios, timings_beside_startups)
@@ -521,6 +522,7 @@ def run() -> dict:
     apart = start_ups_apart(rows)
     beside = timings_beside_startups(rows)
     disturbed = disturbed_timings(rows)
+    classes = disturbance_classes(rows)
     load = cpu.summary(items=len(rows))
     served = judge_processes(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
@@ -543,7 +545,8 @@ def run() -> dict:
                      "trial_overhead": overhead, "messages": messages,
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
-                     "disturbed_timings": disturbed, "judge_processes": served, "rows": rows}
+                     "disturbed_timings": disturbed, "disturbance_classes": classes,
+                     "judge_processes": served, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
@@ -609,6 +612,8 @@ def run() -> dict:
           "of one: " + json.dumps(beside))
     print("timings disturbed by other candidates' kernels outside every hold: "
           + json.dumps(disturbed))
+    print("told timings against their problem's median, by what was told (candidate, reference "
+          "ratios): " + json.dumps(classes))
     if after["timed"]:
       print(f"timed intervals past forward's end on its stream: median {after['median_ms']} ms, "
             f"max {after['max_ms']} ms, {after['over_1ms']} of {after['timed']} over 1 ms")
