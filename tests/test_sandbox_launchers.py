@@ -17,6 +17,7 @@ import signal
 import socket
 import statistics
 import time
+import types
 
 import pytest
 
@@ -775,3 +776,26 @@ def test_the_throughput_benchmark_counts_jobs_per_judge_process():
       "first_device_s": 8.0, "later_device_s": 0.25,
       "kept_workers": {"looked": 2, "kept": 1, "park_s": 0.4, "check_s": 0.3,
                        "not_kept_because": {"a thread": 1}}}
+
+
+def test_a_judge_lost_with_the_server_leaves_no_result_behind(tmp_path):
+  """ZygoteLauncher.run: before the plain judge runs again, what the lost judge wrote goes, its
+  half-written result too (atomic_file's temporary file, named for its process)."""
+  from kernelzero_jax.sandbox import launchers  # pylint: disable=import-outside-toplevel
+  result = tmp_path / "result.json"
+  kept = tmp_path / "result.json.keep"
+  for path in (result, tmp_path / "result.json.4242.tmp", tmp_path / "result.json.tmp", kept):
+    path.write_text("{}")
+  launcher = launchers.ZygoteLauncher(device="cpu")
+
+  def lost(*args):
+    raise launchers.ZygoteUnavailable("the server died")
+
+  seen = []
+  launcher._run = lost  # pylint: disable=protected-access
+  launcher._discard = lambda server: None  # pylint: disable=protected-access
+  launcher._plain = types.SimpleNamespace(  # pylint: disable=protected-access
+      run=lambda *args: seen.append(sorted(p.name for p in tmp_path.iterdir())) or (0, False))
+  assert launcher.run("job", str(result), str(tmp_path / "log"), str(tmp_path), "n", 1.0) == (
+      0, False)
+  assert seen == [["log", "result.json.keep"]]

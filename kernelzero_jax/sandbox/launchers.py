@@ -8,6 +8,7 @@ secret (run_judge). Verdicts do not depend on the launcher.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -185,7 +186,9 @@ class ZygoteLauncher:
       self._discard(e.server)
       with open(log_path, "a") as log:
         log.write(f"[sandbox] {e}; judged again by a plain judge process\n")
-      for leftover in (result_path, result_path + ".tmp"):
+      # What the lost judge may have left: its result, or a result half written
+      # (atomic_file.replacing's temporary file, named for the judge's process).
+      for leftover in [result_path, *glob.glob(glob.escape(result_path) + ".*tmp")]:
         with contextlib.suppress(OSError):
           os.remove(leftover)
       return self._plain.run(job_path, result_path, log_path, cwd, nonce, timeout_s)
