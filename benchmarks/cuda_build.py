@@ -44,6 +44,8 @@ import types
 from absl import app
 from absl import flags
 
+from kernelzero_jax import atomic_file
+
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
 _MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
@@ -210,9 +212,7 @@ def _built(build, args: dict) -> tuple[bool, str | None]:
 
 def _write(rows: list[dict]) -> None:
   if _OUT.value:
-    with open(_OUT.value + ".tmp", "w", encoding="utf-8") as f:
-      json.dump(rows, f, indent=1)
-    os.replace(_OUT.value + ".tmp", _OUT.value)
+    atomic_file.write_json(_OUT.value, rows, indent=1)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_ti
                                    left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
                                    timing_wall_ratios, timings_beside_startups)
+from kernelzero_jax import atomic_file
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
@@ -768,9 +769,7 @@ def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:
 
 
 def _write(payload: dict) -> None:
-  with open(_OUT.value + ".tmp", "w") as f:
-    json.dump(payload, f, indent=1, default=str)
-  os.replace(_OUT.value + ".tmp", _OUT.value)
+  atomic_file.write_json(_OUT.value, payload, indent=1, default=str)
 
 
 def main(argv):

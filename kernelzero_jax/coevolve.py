@@ -443,10 +443,7 @@ def write_phase_summaries(workdir: str) -> list[dict[str, Any]]:
       groups.setdefault((int(r["round"]), r["phase"]), []).append(r)
   order = sorted(groups, key=lambda k: (k[0], PHASES.index(k[1])))
   summaries = [_phase_summary(rnd, phase, groups[(rnd, phase)]) for rnd, phase in order]
-  path = os.path.join(workdir, "phases.json")
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(summaries, f, indent=2)
-  os.replace(path + ".tmp", path)
+  atomic_file.write_json(os.path.join(workdir, "phases.json"), summaries, indent=2)
   return summaries
 
 
