@@ -484,6 +484,49 @@ def verdicts_differ(rows: list[dict], others: list[dict]) -> dict[str, Any]:
                      for n in both if key(mine[n]) != key(theirs[n])]}
 
 
+def timing_trials_summary(rows: list[dict]) -> dict[str, Any]:
+  """How many trials the timings ran and why they stopped (evidence["timing_trials"] and
+  ["timing_stopped"]: timing.time_forward), per side: timings, trials summed and at the median,
+  and how many stopped for precision or ran as planned (reference: only where measured, not
+  reused)."""
+  out = {}
+  for side in ("candidate", "reference"):
+    trials, stopped = [], collections.Counter()
+    for r in rows:
+      ev = r.get("evidence") or {}
+      if side == "reference" and ev.get("reference_reused"):
+        continue
+      n = (ev.get("timing_trials") or {}).get(side)
+      if isinstance(n, int) and not isinstance(n, bool):
+        trials.append(n)
+        stopped[(ev.get("timing_stopped") or {}).get(side, "unknown")] += 1
+    out[side] = {"timings": len(trials), "trials": sum(trials),
+                 "median": rounded_median(trials), "stopped": dict(sorted(stopped.items()))}
+  return out
+
+
+def times_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
+  """Two judgings of one batch, name by name (two paths of a run, or two runs): each candidate
+  timed in both, its candidate_ms and speedup in `others` over those in `rows`, as percent
+  differences; their median, 90th percentile and largest magnitude. A change to how timings
+  are made that keeps these within the copies' spread (copy_spread) changed nothing a reward
+  sees beyond the noise."""
+  theirs = {r["name"]: r for r in others}
+  out = {}
+  for key in ("candidate_ms", "speedup"):
+    pcts = []
+    for r in rows:
+      o = theirs.get(r["name"])
+      a, b = r.get(key), (o or {}).get(key)
+      if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0:
+        pcts.append(100.0 * (b - a) / a)
+    mags = sorted(abs(x) for x in pcts)
+    out[key] = {"n": len(pcts), "median_pct": rounded_median(pcts),
+                "p90_abs_pct": round(mags[int(0.9 * (len(mags) - 1))], 3) if mags else None,
+                "max_abs_pct": round(mags[-1], 3) if mags else None}
+  return out
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -700,6 +743,7 @@ def main(argv: list[str]) -> None:
     print("\nthe judge's exchanges with its worker, per command (s; per message, ms):")
     for cmd, m in messages.items():
       print(f"  {cmd}: {m}")
+  print("\nthe timings' trials, and why they stopped:", timing_trials_summary(rows))
   print("\ntimings disturbed by other candidates' kernels outside every hold "
         f"(setup_windows.py): {disturbed_timings(rows)}")
   print("\ntold timings against their problem's median, by what was told (candidate, reference "
@@ -711,8 +755,9 @@ def main(argv: list[str]) -> None:
   for oom in oom_processes(rows):
     print("\nout of GPU memory:", oom)
   if flags.FLAGS.against:
-    print("\nagainst the other run's verdicts:", verdicts_differ(
-        rows, read_verdicts(flags.FLAGS.against, args.problem_regex, args.backend)))
+    others = read_verdicts(flags.FLAGS.against, args.problem_regex, args.backend)
+    print("\nagainst the other run's verdicts:", verdicts_differ(rows, others))
+    print("the other run's times and speedups against these (%):", times_against(rows, others))
   if flags.FLAGS.apps_csv:
     print("\nGPU memory outside the holds:",
           memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))

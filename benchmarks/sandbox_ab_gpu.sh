@@ -22,7 +22,7 @@
 #   b70      the batch of 70 CUDA candidates (2 copies of the teacher's 27 kernels and the 16
 #            honest and cheating candidates), 24 judges at once: the default against `pageable`
 #            and `w16` (run at 4d2bd7f as the old default against `regup:w16`)
-#   b259     the batch of 259 (9 copies; the 256), one path: $B259_PATH, by default
+#   b259     the batch of 259 (9 copies; the 256), the paths of $B259_PATH (comma-separated), by default
 #            the default path (about 4-5 minutes)
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,

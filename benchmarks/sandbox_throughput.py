@@ -56,7 +56,10 @@ judge_reference.SECOND_REFERENCE_AFTER_S); with `pristine`, each check's input s
 the reference's forward and the worker's compared with that copy, instead of with the reference's
 inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept); with `allseed`,
 input sets and models seeded by torch.manual_seed, which also queues the seed for backends no
-sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch).
+sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch); with `precX` (e.g. `prec0.02`), timings stopped
+once their median is known to +-X instead of SandboxConfig.timing_precision's (`prec0`: every
+timing runs to its target, as before 2026-12-05's evening); with `mtN`, at least N timed trials
+instead of SandboxConfig.min_trials's.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -101,7 +104,8 @@ from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_ti
                                    hold_timeline,
                                    left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
-                                   timing_wall_ratios, timings_beside_startups)
+                                   timing_trials_summary, timing_wall_ratios, times_against,
+                                   timings_beside_startups)
 from kernelzero_jax import atomic_file
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
@@ -114,12 +118,14 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:tS][:pN][:fN][:wN][:wuN]")
+             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
 WORKER_TOKEN = re.compile(r"w[1-9]\d*")
 WARMUP_TOKEN = re.compile(r"wu[1-9]\d*")
+PRECISION_TOKEN = re.compile(r"prec(0|0?\.\d+)")
+MIN_TRIALS_TOKEN = re.compile(r"mt[1-9]\d*")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -286,6 +292,10 @@ class BenchPath(NamedTuple):
   # a timing that another candidate's kernels outside every hold disturbed made again
   # (SandboxConfig.retime_disturbed), not only told
   retime_disturbed: bool = True
+  # a timing stopped once its median is known to +-this fraction (0: run to its target; None:
+  # SandboxConfig.timing_precision's)
+  timing_precision: float | None = None
+  min_trials: int | None = None  # timed trials at least (None: SandboxConfig.min_trials's)
 
 
 def parse_path(path: str) -> BenchPath:
@@ -305,11 +315,13 @@ def parse_path(path: str) -> BenchPath:
   place; `secondfirst`: a reference's second model built before the timing measured first;
   `pristine`: a check's inputs compared with a copy made before the reference's forward;
   `allseed`: seeding by torch.manual_seed; `noretime`: timings disturbed by another candidate's
-  kernels outside every hold only told, not made again)."""
+  kernels outside every hold only told, not made again; `precX`: timings stopped once their
+  median is known to +-X (`prec0`: every timing runs to its target); `mtN`: at least N timed
+  trials)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
-  warmup = None
+  warmup, precision, min_trials = None, None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -324,6 +336,10 @@ def parse_path(path: str) -> BenchPath:
       per_worker = int(extra.pop()[1:])
     elif WARMUP_TOKEN.fullmatch(token) and warmup is None:
       warmup = int(extra.pop()[2:])
+    elif PRECISION_TOKEN.fullmatch(token) and precision is None:
+      precision = float(extra.pop()[4:])
+    elif MIN_TRIALS_TOKEN.fullmatch(token) and min_trials is None:
+      min_trials = int(extra.pop()[2:])
     else:
       break
   concurrency = None
@@ -347,7 +363,7 @@ def parse_path(path: str) -> BenchPath:
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
                    "pageable" not in flags_given, "secondfirst" not in flags_given,
                    "pristine" not in flags_given, "allseed" in flags_given,
-                   "noretime" not in flags_given)
+                   "noretime" not in flags_given, precision, min_trials)
 
 
 def _server_env(path: BenchPath):
@@ -465,7 +481,12 @@ def run() -> dict:
                                  warmup=base.warmup if path.warmup is None else path.warmup,
                                  registered_uploads=path.registered_uploads,
                                  retime_disturbed=(base.retime_disturbed if path.retime_disturbed
-                                                   else 0))
+                                                   else 0),
+                                 timing_precision=(
+                                     base.timing_precision if path.timing_precision is None
+                                     else path.timing_precision or None),
+                                 min_trials=(base.min_trials if path.min_trials is None
+                                             else path.min_trials))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -524,6 +545,7 @@ def run() -> dict:
     beside = timings_beside_startups(rows)
     disturbed = disturbed_timings(rows)
     classes = disturbance_classes(rows)
+    trials = timing_trials_summary(rows)
     load = cpu.summary(items=len(rows))
     served = judge_processes(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
@@ -542,7 +564,9 @@ def run() -> dict:
                      "build_to_hold_s": to_hold,
                      "gpu_holds": holds, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
-                     "copy_spread": spread, "after_forward": after,
+                     "timing_precision": config.timing_precision,
+                     "min_trials": config.min_trials, "warmup": config.warmup,
+                     "timing_trials": trials, "copy_spread": spread, "after_forward": after,
                      "trial_overhead": overhead, "messages": messages,
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
@@ -600,6 +624,9 @@ def run() -> dict:
       print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
     if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
       print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
+    print(f"timing trials (target {config.timing_target_s} s, precision "
+          f"{config.timing_precision}, at least {config.min_trials}, {config.warmup} warm-ups): "
+          + json.dumps(trials))
     if spread["problems"]:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "
             f"spreads by {spread['median_pct']}% (median over {spread['problems']} problems; "
@@ -650,6 +677,7 @@ def run() -> dict:
               for x, y in zip(a, b) if key(x) != key(y)]
     versus = {
         "verdicts_agree": not differ, "differences": differ,
+        "times_against_first": times_against(a, b),
         "throughput_ratio": round(results[names[0]]["per_minute"]
                                   / results[other]["per_minute"], 2),
         "median_total_ratio": {
@@ -663,7 +691,8 @@ def run() -> dict:
       summary.setdefault("versus_first", {})[other] = versus
     print(f"\n{names[0]} vs {other}: throughput x{versus['throughput_ratio']}, median "
           f"total time x{versus['median_total_ratio']} faster; verdicts agree: "
-          f"{versus['verdicts_agree']}")
+          f"{versus['verdicts_agree']}; its times and speedups against the first's (%): "
+          f"{json.dumps(versus['times_against_first'])}")
     for d in differ:
       print("  differs:", json.dumps(d)[:400])
   for n in names:

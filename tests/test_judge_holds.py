@@ -121,9 +121,9 @@ def test_a_workers_timing_gives_its_cached_memory_back_and_keeps_the_audited_out
     calls = []
 
     def time_forward(timer, model, make_inputs, seeds, warmup, target_s, min_trials, on_audit,
-                     audit_positions):
+                     audit_positions, precision):
       on_audit(seeds[0], ["inputs"])
-      calls.append("timed")
+      calls.append(("timed", precision))
       return {"median_ms": 1.0}
 
     worker = types.SimpleNamespace(
@@ -133,8 +133,8 @@ def test_a_workers_timing_gives_its_cached_memory_back_and_keeps_the_audited_out
             empty_cache=lambda: calls.append("empty_cache"))),
         _observed_forward=lambda inputs: ("out", [], {}), _launch_violations=lambda l: [],
         problem=types.SimpleNamespace(flatten=lambda out: [out]), _tamper_violations=lambda: [])
-    reply = worker_run.RunSteps.time(worker, [7, 8], [0], 1, 0.1, 3)
-    assert calls == ["timed"] + (["empty_cache"] if emptied else [])
+    reply = worker_run.RunSteps.time(worker, [7, 8], [0], 1, 0.1, 3, 0.01)
+    assert calls == [("timed", 0.01)] + (["empty_cache"] if emptied else [])
     assert reply["audits"] == [(7, ["out"])] and worker._held == reply["audits"]
 
 

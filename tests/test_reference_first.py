@@ -465,3 +465,33 @@ def test_a_reference_timing_that_another_candidates_kernels_disturbed_is_made_ag
   assert "reference_ms" not in judge_reference.read_facts(facts_path)
   judge._timing(0)  # pylint: disable=protected-access
   assert timed == ([1, 1] if disturbed else [1]) and v.reference_ms == 2.0
+
+
+def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(make_judge,
+                                                                               monkeypatch):
+  """The time request carries SandboxConfig.timing_precision; the verdict keeps each trial's
+  time and why the trials stopped, the worker's coerced (numbers only, at most max_trials) and
+  the reference's as measured here."""
+  judge, _, _ = make_judge(timing_precision=0.02, min_trials=3, max_trials=4)
+  asked = []
+
+  def request(msg, timeout_s, stage):
+    del timeout_s, stage
+    asked.append(msg)
+    return {"ok": True, "median_ms": 1.0, "trials": 5, "audits": [], "stopped": "precision",
+            "times_ms": [1.0, "x", float("nan"), 1.01, 0.99, 1.0, 1.02]}
+
+  judge.worker.request = request
+  monkeypatch.setattr(timing, "time_forward", lambda *a, **k: {
+      **REFERENCE_TIMED, "times_ms": [2.0, 2.004], "stopped": "planned"})
+  judge._timing(0)  # pylint: disable=protected-access
+  assert asked[0]["precision"] == 0.02
+  ev = judge.verdict.evidence
+  assert ev["timing_times_ms"] == {"reference": [2.0, 2.004], "candidate": [1.0, 1.01]}
+  assert ev["timing_stopped"] == {"reference": "planned", "candidate": "precision"}
+  # A worker's word that is not one of the two is left out.
+  judge.worker.request = lambda msg, t, s: {"ok": True, "median_ms": 1.0, "trials": 5,
+                                            "audits": [], "stopped": "<forged>"}
+  judge._timing(0)  # pylint: disable=protected-access
+  assert judge.verdict.evidence["timing_stopped"] == {"reference": "planned"}
+  assert judge.verdict.evidence["timing_times_ms"] == {"reference": [2.0, 2.004]}

@@ -427,6 +427,31 @@ def test_the_throughput_benchmark_takes_medians_of_each_step():
       "judge": {"reference": 1.0}}
   assert _startup_medians([]) == {"worker": {}, "judge": {}}
 
+def test_the_benchmarks_count_the_timings_trials_and_compare_two_judgings_times():
+  """gpu_steps.timing_trials_summary (reused references left out) and times_against (name by
+  name, as sandbox_throughput compares its paths)."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  row = lambda name, trials, stopped, ms, speedup, **ev: {
+      "name": name, "candidate_ms": ms, "speedup": speedup,
+      "evidence": {"timing_trials": trials, "timing_stopped": stopped, **ev}}
+  rows = [row("a", {"candidate": 10, "reference": 40}, {"candidate": "precision",
+                                                        "reference": "planned"}, 2.0, 1.0),
+          row("b", {"candidate": 30, "reference": 10}, {"candidate": "planned"}, 4.0, 0.5,
+              reference_reused=["timing"]),
+          row("c", {"candidate": 12}, {"candidate": "precision"}, 1.0, 2.0),
+          {"name": "d", "candidate_ms": None, "evidence": {}}]
+  assert gpu_steps.timing_trials_summary(rows) == {
+      "candidate": {"timings": 3, "trials": 52, "median": 12,
+                    "stopped": {"planned": 1, "precision": 2}},
+      "reference": {"timings": 1, "trials": 40, "median": 40, "stopped": {"planned": 1}}}
+  others = [dict(rows[0], candidate_ms=2.1, speedup=0.95), dict(rows[1], candidate_ms=3.0,
+                                                                speedup=0.5),
+            {"name": "c", "candidate_ms": None}, {"name": "e", "candidate_ms": 1.0}]
+  assert gpu_steps.times_against(rows, others) == {
+      "candidate_ms": {"n": 2, "median_pct": -10.0, "p90_abs_pct": 5.0, "max_abs_pct": 25.0},
+      "speedup": {"n": 2, "median_pct": -2.5, "p90_abs_pct": 0.0, "max_abs_pct": 5.0}}
+
+
 def test_the_benchmarks_summarise_what_timing_trials_say_they_cost_beyond_their_measurement():
   """What verdicts say (evidence["timing_loop_ms"]), as sandbox_throughput and gpu_steps report
   it: gpu_steps.timing_calls_beyond's "said"."""

@@ -41,6 +41,7 @@ def test_the_timing_reports_the_median_time_past_forwards_end_on_its_stream(stre
   assert timer.calls == seeds[:7]  # one fresh input set per call, in order
   assert all(isinstance(result.pop(k), float) for k in ("inputs_ms", "beyond_ms"))  # (wall times)
   assert result == {"median_ms": 11.0, "times_ms": [10.0, 12.0, 11.0, 30.0, 10.0], "trials": 5,
+                    "planned": 5, "stopped": "planned",
                     "after_forward_ms": 2.0 if stream else None, "input_sets": 7}
 
 
@@ -54,6 +55,85 @@ def test_audited_trials_are_neither_timed_nor_counted_past_the_stream():
   assert audited == [3]  # the second trial's input set, after the 2 warm-up calls
   assert result["times_ms"] == [10.0, 11.0, 30.0, 10.0] and result["trials"] == 4
   assert result["after_forward_ms"] == 1.5  # median of 1, 2, 21, 1
+
+
+def _coverage_by_enumeration(n: int, k: int) -> float:
+  """P(x_(k) <= median < x_(n+1-k)) for n draws of a continuous distribution, by enumerating
+  which of them fall below its median (each with probability 1/2): the interval covers it when
+  at least k and at most n-k fall below."""
+  hits = sum(1 for pattern in range(2 ** n) if k <= bin(pattern).count("1") <= n - k)
+  return hits / 2 ** n
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 8, 10, 15, 18])
+def test_the_median_interval_is_the_widest_k_that_still_has_the_confidence(n):
+  times = [float(10 * i) for i in range(n, 0, -1)]  # (given unsorted)
+  got = timing.median_interval(times, 0.9)
+  ks = [k for k in range(1, n // 2 + 1) if _coverage_by_enumeration(n, k) >= 0.9]
+  if not ks:
+    assert got is None and n == 4  # 1 - 2/16 = 0.875
+    return
+  k = max(ks)
+  assert got == (10.0 * k, 10.0 * (n + 1 - k))
+  assert _coverage_by_enumeration(n, k + 1) < 0.9 or k == n // 2
+
+
+def test_precise_enough_asks_both_ends_of_the_interval_to_lie_within_the_band():
+  steady = [10.0, 10.05, 9.95, 10.08, 9.92]  # interval (min, max) = (9.92, 10.08), median 10
+  assert timing.precise_enough(steady, 0.01)
+  assert not timing.precise_enough(steady, 0.005)
+  assert not timing.precise_enough(steady[:4], 0.5)  # 4 trials: no 90% interval
+  assert not timing.precise_enough([10.0, 10.0, 10.0, 10.0, 10.2], 0.01)  # 2% above
+  # With 10 trials one outlier on each side is left out (k = 2).
+  assert timing.precise_enough([10.0] * 8 + [30.0, 1.0], 0.01)
+  assert not timing.precise_enough([10.0] * 7 + [30.0, 30.0, 1.0], 0.01)
+
+
+def _steady_then(n_steady: int, pairs_after: list) -> list:
+  return [(10.0, 9.9)] * n_steady + pairs_after
+
+
+def test_a_steady_timing_stops_at_min_trials_once_precise():
+  timer = _ScriptedTimer(WARMUP + _steady_then(40, []))
+  result = timing.time_forward(timer, lambda x: x, lambda seed: [seed], list(range(60)),
+                               warmup=2, target_s=0.4, min_trials=6, precision=0.01)
+  assert result["planned"] == 40 and result["stopped"] == "precision"
+  assert result["trials"] == 6 and len(timer.calls) == 8
+
+
+def test_a_noisy_timing_goes_on_until_precise_or_planned():
+  # Alternating 10 and 11 ms: the median's interval spans 10-11 until the end (planned);
+  # with a 6% band, 5 trials (median 10, 10% to the top) are not enough, 6 (median 10.5, 4.8%
+  # either way) are.
+  noisy = [(10.0 + (i % 2), 9.9) for i in range(40)]
+  result = timing.time_forward(_ScriptedTimer(WARMUP + noisy), lambda x: x, lambda s: [s],
+                               list(range(60)), warmup=2, target_s=0.4, min_trials=3,
+                               precision=0.01)
+  assert result["stopped"] == "planned" and result["trials"] == 40
+  result = timing.time_forward(_ScriptedTimer(WARMUP + noisy), lambda x: x, lambda s: [s],
+                               list(range(60)), warmup=2, target_s=0.4, min_trials=3,
+                               precision=0.06)
+  assert result["stopped"] == "precision" and result["trials"] == 6
+
+
+def test_without_precision_every_planned_trial_runs():
+  result = timing.time_forward(_ScriptedTimer(WARMUP + _steady_then(40, [])), lambda x: x,
+                               lambda s: [s], list(range(60)), warmup=2, target_s=0.4,
+                               min_trials=6)
+  assert result["stopped"] == "planned" and result["trials"] == 40
+
+
+def test_a_precise_timing_still_makes_every_audited_call():
+  # min_trials counts audited positions. The audit at position 6 comes after 6 steady trials
+  # that were precise enough at min_trials (5): the timing waits for it, and stops after the
+  # timed trial that follows.
+  audited = []
+  result = timing.time_forward(_ScriptedTimer(WARMUP + _steady_then(40, [])), lambda x: x,
+                               lambda s: [s], list(range(60)), warmup=2, target_s=0.4,
+                               min_trials=5, on_audit=lambda seed, inputs: audited.append(seed),
+                               audit_positions=[6], precision=0.01)
+  assert audited == [2 + 6]
+  assert result["stopped"] == "precision" and result["trials"] == 7
 
 
 class _Output:

@@ -42,6 +42,10 @@ class SandboxConfig:
   min_trials: int = 10
   max_trials: int = 100
   timing_target_s: float = 1.0
+  # Stop a timing before its target once its median is known to within +-this fraction
+  # (timing.precise_enough: a 90% distribution-free interval; at least min_trials trials). None:
+  # every timing runs to its target.
+  timing_precision: float | None = 0.01
   num_audits: int = 2  # untimed timing-phase calls whose outputs are checked (anti-replay)
   # The reference (ours) is timed on one input set, made again only where its forward changed it
   # in place, instead of a fresh set per trial as the candidate is: for the 6-8 GiB problems,
@@ -193,6 +197,10 @@ class SandboxConfig:
       raise ValueError("retime_after_forward_ms must be > 0 (or None: not looked at)")
     if self.startups_at_once < 0:
       raise ValueError("startups_at_once must be >= 0 (0: no limit)")
+    if self.timing_precision is not None and not 0 < self.timing_precision < 1:
+      raise ValueError("timing_precision must be in (0, 1) (a fraction of the median), or None")
+    if not 1 <= self.min_trials <= self.max_trials or self.warmup < 0:
+      raise ValueError("need 1 <= min_trials <= max_trials and warmup >= 0")
     if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:
       raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
     if self.candidates_per_worker is not None and self.candidates_per_worker < 1:
@@ -214,6 +222,10 @@ class SandboxConfig:
     """jobs_per_judge_process, with None as its device's default."""
     if self.startups_at_once < 0:
       raise ValueError("startups_at_once must be >= 0 (0: no limit)")
+    if self.timing_precision is not None and not 0 < self.timing_precision < 1:
+      raise ValueError("timing_precision must be in (0, 1) (a fraction of the median), or None")
+    if not 1 <= self.min_trials <= self.max_trials or self.warmup < 0:
+      raise ValueError("need 1 <= min_trials <= max_trials and warmup >= 0")
     if self.jobs_per_judge_process is not None:
       return self.jobs_per_judge_process
     return 32 if self.device == "cuda" else 1

@@ -252,11 +252,22 @@ class CandidateSteps:
       reply = self._expect(self.worker.request(
           {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
            "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
-           "min_trials": cfg.min_trials + len(audit_positions)},
+           "min_trials": cfg.min_trials + len(audit_positions),
+           "precision": cfg.timing_precision},
           cfg.timing_timeout_s, "timing"), "timing")
     audits = reply["audits"]
     v.candidate_ms = reply["median_ms"]
     v.evidence["timing_trials"] = {"reference": ref["trials"], "candidate": reply["trials"]}
+    # Each trial's time and why the trials stopped (timing.time_forward), where measured here:
+    # what lets a stopping rule be weighed again offline. The worker's, coerced and capped.
+    v.evidence["timing_times_ms"] = {
+        side: [round(float(x), 4) for x in got["times_ms"][:cfg.max_trials]
+               if isinstance(x, (int, float)) and math.isfinite(x)]
+        for side, got in (("reference", ref), ("candidate", reply))
+        if isinstance(got.get("times_ms"), list)}
+    v.evidence["timing_stopped"] = {
+        side: got["stopped"] for side, got in (("reference", ref), ("candidate", reply))
+        if got.get("stopped") in ("precision", "planned")}
     # What each measured interval held past the end of forward's work on its stream (timing.py):
     # the host's wake-up, and work left on other streams. The reference's, where measured here.
     after = {"reference": ref.get("after_forward_ms"),

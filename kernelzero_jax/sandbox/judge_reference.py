@@ -305,7 +305,8 @@ class ReferenceSteps:
       make = lambda s: self.problem.make_inputs(self.ref_mod.get_inputs, s, self.device)
       ref = timing.time_forward(timer, self.ref_model, make, seeds, cfg.warmup,
                                 cfg.timing_target_s, cfg.min_trials,
-                                reuse_inputs=cfg.reference_reuses_inputs)
+                                reuse_inputs=cfg.reference_reuses_inputs,
+                                precision=cfg.timing_precision)
     v.reference_ms = ref["median_ms"]
     if ref.get("input_sets") is not None:  # (timing.time_forward's; made again if changed)
       v.evidence["reference_input_sets"] = ref["input_sets"]
@@ -314,7 +315,8 @@ class ReferenceSteps:
         compiled = self.torch.compile(self.ref_model)
         comp = timing.time_forward(timer, compiled, make, seeds, cfg.warmup,
                                    cfg.timing_target_s, cfg.min_trials,
-                                   reuse_inputs=cfg.reference_reuses_inputs)
+                                   reuse_inputs=cfg.reference_reuses_inputs,
+                                   precision=cfg.timing_precision)
         v.compile_ms = comp["median_ms"]
       except Exception as e:  # pylint: disable=broad-except
         v.reasons.append(f"torch.compile baseline failed: {type(e).__name__}: {e}"[:300])

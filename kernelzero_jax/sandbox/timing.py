@@ -9,6 +9,13 @@ inputs stop a candidate from replaying outputs it cached, which ours does not do
 6-8 GiB problems making a set costs about as much as the forward. Its trials still flush the L2
 cache; the set is made again whenever a forward changed it in place (torch's version counters).
 
+How many trials: enough for about `target_s` of measured time (within [min_trials, the seeds
+given]), or fewer where `precision` is given and the median is already known that well: the
+timing stops after at least min_trials once a distribution-free interval for the median (order
+statistics, MEDIAN_CONFIDENCE) lies within +-precision of it (median_interval). A steady kernel
+then stops at min_trials however fast it is; a noisy one goes on toward the target. (Triton's
+do_bench plans its repetitions from a time budget alone, as few as one for a slow kernel.)
+
 That interval also holds the host's wake-up from the synchronize, which a machine whose cores are
 busy can stretch by milliseconds (benchmarks/timing_noise.py). So each trial also records an
 event on the stream as soon as forward returns, and the timing reports the median of what the
@@ -17,6 +24,7 @@ interval holds past it (`after_forward_ms`): the wake-up, plus any work left on 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -54,6 +62,42 @@ def plan_trials(estimate_ms: float, target_s: float, min_trials: int, max_trials
   if estimate_ms <= 0:
     return max_trials
   return int(max(min_trials, min(max_trials, (target_s * 1000.0) // estimate_ms)))
+
+
+# The confidence of the interval for the median that a precision-stopped timing asks to lie
+# within +-precision of it: with 5 trials, their least and greatest (93.75%).
+MEDIAN_CONFIDENCE = 0.9
+
+
+def median_interval(times: Sequence[float], confidence: float = MEDIAN_CONFIDENCE
+                    ) -> tuple[float, float] | None:
+  """A distribution-free interval for the median of what `times` were drawn from: their k-th
+  least and k-th greatest, for the largest k whose coverage, 1 - 2 P(Binomial(n, 1/2) < k), is
+  at least `confidence`. None where even the least and greatest do not cover it so (n < 5 at
+  0.9)."""
+  n = len(times)
+  below, k = 0.0, 0  # P(Binomial(n, 1/2) < k), and the k that has it
+  while k < n // 2:
+    nxt = below + math.comb(n, k) / 2.0 ** n
+    if 1.0 - 2.0 * nxt < confidence:
+      break
+    below, k = nxt, k + 1
+  if k == 0:
+    return None
+  ordered = sorted(times)
+  return ordered[k - 1], ordered[n - k]
+
+
+def precise_enough(times: Sequence[float], precision: float,
+                   confidence: float = MEDIAN_CONFIDENCE) -> bool:
+  """Whether the median of `times` is known to within +-`precision` (a fraction of it):
+  median_interval lies inside that band."""
+  interval = median_interval(times, confidence)
+  if interval is None:
+    return False
+  mid = statistics.median(times)
+  lo, hi = interval
+  return mid > 0 and max(mid - lo, hi - mid) <= precision * mid
 
 
 def _versions(inputs: Any) -> tuple | None:
@@ -100,15 +144,19 @@ class _Inputs:
 def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callable[[int], list],
                  seeds: Sequence[int], warmup: int, target_s: float, min_trials: int,
                  on_audit: Callable[[int, list], None] | None = None,
-                 audit_positions: Sequence[int] = (), reuse_inputs: bool = False
-                 ) -> dict[str, Any]:
+                 audit_positions: Sequence[int] = (), reuse_inputs: bool = False,
+                 precision: float | None = None) -> dict[str, Any]:
   """Times `forward` on fresh inputs, one seed per trial (seeds must be long enough), or with
   `reuse_inputs` on the first seed's inputs while they stay as made (the reference only: see the
   module's docstring).
 
   `audit_positions` are trial indices that are not timed: `on_audit(seed, inputs)` runs instead,
-  under whatever observation the caller wants. Returns {"median_ms", "times_ms", "trials",
-  "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"} (after_forward_ms: the median over
+  under whatever observation the caller wants; every one of them comes before a timing stopped
+  for `precision` (the module's docstring), which stops only after min_trials positions and the
+  last audit. Returns {"median_ms", "times_ms", "trials", "planned", "stopped",
+  "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"} (planned: the positions the
+  target asked for, audits included; stopped: "precision" where the timing stopped before them,
+  else "planned"; after_forward_ms: the median over
   trials of the measured time past the end of forward's work on its stream, where the timer tells
   it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
   trials of the wall time spent getting the trial's input set, 0 where one was reused;
@@ -131,6 +179,8 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
     n = plan_trials(estimate, target_s, min_trials, len(seeds) - warmup)
     times, after, inputs_ms, beyond_ms = [], [], [], []
     audits = set(audit_positions)
+    last_audit = max(audits, default=-1)
+    stopped = "planned"
     for i in range(n):
       seed = seeds[warmup + i]
       started = time.perf_counter()
@@ -148,8 +198,12 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
         after.append(t - on_stream)
       inputs_ms.append((made - started) * 1e3)
       beyond_ms.append((time.perf_counter() - started) * 1e3 - t)
+      if (precision is not None and i + 1 < n and i + 1 >= min_trials and i >= last_audit
+          and precise_enough(times, precision)):
+        stopped = "precision"
+        break
   return {"median_ms": statistics.median(times) if times else None, "times_ms": times,
-          "trials": len(times),
+          "trials": len(times), "planned": n, "stopped": stopped,
           "after_forward_ms": round(statistics.median(after), 4) if after else None,
           "input_sets": sets.made,
           "inputs_ms": round(statistics.median(inputs_ms), 4) if inputs_ms else None,

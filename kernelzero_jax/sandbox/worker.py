@@ -338,7 +338,7 @@ class _Worker(BuildSteps, RunSteps):
         return self.run(msg["seed"], msg.get("profile", False))
       if cmd == "time":
         return self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
-                         msg["min_trials"])
+                         msg["min_trials"], msg.get("precision"))
       if cmd == "release":
         return self.release()
       if cmd == "drop":

@@ -104,7 +104,7 @@ class RunSteps:
             "evidence": evidence}
 
   def time(self, seeds: list[int], audit_positions: list[int], warmup: int, target_s: float,
-           min_trials: int) -> dict[str, Any]:
+           min_trials: int, precision: float | None = None) -> dict[str, Any]:
     audits: list[tuple[int, list]] = []
     audit_violations: list[str] = []
 
@@ -114,7 +114,8 @@ class RunSteps:
       audits.append((seed, self.problem.flatten(out)))
 
     result = self.timing.time_forward(self.timer, self.model, self._inputs, seeds, warmup,
-                                      target_s, min_trials, on_audit, audit_positions)
+                                      target_s, min_trials, on_audit, audit_positions,
+                                      precision=precision)
     if self.device.type == "cuda":
       # Only the audited outputs stay (for the judge's comparison); the trials' input sets and
       # outputs left in torch's cache held 29 GiB of a 7 GiB problem on an H100, and the judge's
