@@ -23,7 +23,7 @@
 #            honest and cheating candidates), 24 judges at once: the default against `pageable`
 #            and `w16` (run at 4d2bd7f as the old default against `regup:w16`)
 #   b259     the batch of 259 (9 copies; the 256), the paths of $B259_PATH (comma-separated), by default
-#            the default path (about 4-5 minutes)
+#            the default path (about 4-5 minutes; COPIES changes the 9)
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
@@ -55,7 +55,7 @@ zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
   b70) args=(--backends=cuda --copies=2 --max_parallel=24 --timing_target_s=0.25
              --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:pageable,\
 zygote:lite_pch:reuse:gpu4:w16) ;;
-  b259) args=(--backends=cuda --copies=9 --max_parallel=24 --timing_target_s=0.25
+  b259) args=(--backends=cuda --copies=${COPIES:-9} --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
   disturb) args=(--backends=cuda --problem_regex='level(1/19|2/95)_' --copies=${COPIES:-8}
                  --cheat_regex=busy_at_import --cheat_copies=${CHEATS:-6} --shuffle_seed=0
