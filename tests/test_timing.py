@@ -232,3 +232,27 @@ def test_a_trials_wall_time_beyond_its_measurement_holds_its_input_set(reuse):
   else:
     assert result["input_sets"] == 7
     assert result["inputs_ms"] >= 3.0 and result["beyond_ms"] >= result["inputs_ms"] - 1.0
+
+
+def test_the_stopping_rules_benchmark_replays_the_timings_rule_on_recorded_trials():
+  from benchmarks import stopping_rules  # pylint: disable=import-outside-toplevel
+  steady = [10.0] * 30
+  shifted = [11.0] * 6 + [10.0] * 24  # a slow start: 5 trials would stop inside it
+  assert stopping_rules.stop_at(steady, 0.01, 10) == 10
+  assert stopping_rules.stop_at(shifted, 0.01, 5) == 5
+  # The 6 slow trials must all lie above the 90% interval (k >= 7 of the greatest): n = 21.
+  assert stopping_rules.stop_at(shifted, 0.01, 10) == 21
+  assert _coverage_by_enumeration(21, 7) >= 0.9 > _coverage_by_enumeration(20, 7)
+  assert stopping_rules.stop_at([10.0, 11.0] * 15, 0.01, 10) == 30  # never precise: all
+  rows = [{"evidence": {"timing_times_ms": {"candidate": steady, "reference": shifted}}},
+          {"evidence": {"timing_times_ms": {"candidate": shifted, "reference": steady},
+                        "reference_reused": ["timing"]}},
+          {"evidence": {"timing_times_ms": {"candidate": [1.0] * 9}}}, {"evidence": {}}]
+  series = stopping_rules.recorded_series(rows)
+  assert series == [steady, shifted, shifted]
+  assert stopping_rules.weigh(series, 0.01, 5) == {
+      "precision": 0.01, "min_trials": 5, "trials": 15, "share": 0.167, "median_off_pct": 10.0,
+      "p90_off_pct": 10.0, "max_off_pct": 10.0, "over_2pct": 2}
+  assert stopping_rules.weigh(series, 0.01, 10) == {
+      "precision": 0.01, "min_trials": 10, "trials": 52, "share": 0.578, "median_off_pct": 0.0,
+      "p90_off_pct": 0.0, "max_off_pct": 0.0, "over_2pct": 0}
