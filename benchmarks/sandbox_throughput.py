@@ -59,7 +59,9 @@ input sets and models seeded by torch.manual_seed, which also queues the seed fo
 sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch); with `precX` (e.g. `prec0.02`), timings stopped
 once their median is known to +-X instead of SandboxConfig.timing_precision's (`prec0`: every
 timing runs to its target, as before 2026-12-05's evening); with `mtN`, at least N timed trials
-instead of SandboxConfig.min_trials's.
+instead of SandboxConfig.min_trials's; with `regahead`, large models' pages registered before
+the GPU hold in which they move, under the start-up fence, instead of in it
+(SandboxConfig.register_uploads_ahead: host_registration.register_ahead).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -114,10 +116,12 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 # Trailing tokens of a path, in any order: each turns one default off.
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
-              "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime")
+              "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
+              "regahead")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
+             "[:regahead]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -296,6 +300,9 @@ class BenchPath(NamedTuple):
   # SandboxConfig.timing_precision's)
   timing_precision: float | None = None
   min_trials: int | None = None  # timed trials at least (None: SandboxConfig.min_trials's)
+  # large models' pages registered before the GPU hold they move in
+  # (SandboxConfig.register_uploads_ahead), not in it
+  register_ahead: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -317,7 +324,7 @@ def parse_path(path: str) -> BenchPath:
   `allseed`: seeding by torch.manual_seed; `noretime`: timings disturbed by another candidate's
   kernels outside every hold only told, not made again; `precX`: timings stopped once their
   median is known to +-X (`prec0`: every timing runs to its target); `mtN`: at least N timed
-  trials)."""
+  trials; `regahead`: large models' pages registered before the hold they move in)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -363,7 +370,8 @@ def parse_path(path: str) -> BenchPath:
                    "wsspawn" not in flags_given, "seqlaunch" not in flags_given, warmup,
                    "pageable" not in flags_given, "secondfirst" not in flags_given,
                    "pristine" not in flags_given, "allseed" in flags_given,
-                   "noretime" not in flags_given, precision, min_trials)
+                   "noretime" not in flags_given, precision, min_trials,
+                   "regahead" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -486,7 +494,9 @@ def run() -> dict:
                                      base.timing_precision if path.timing_precision is None
                                      else path.timing_precision or None),
                                  min_trials=(base.min_trials if path.min_trials is None
-                                             else path.min_trials))
+                                             else path.min_trials),
+                                 register_uploads_ahead=(base.register_uploads_ahead
+                                                         or path.register_ahead))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -171,3 +171,81 @@ def test_a_judge_keeps_only_the_known_evidence_of_its_workers_move():
       "register_failed": "x" * host_registration.ERROR_CHARS}
   assert host_registration.sanitize({"bytes": True, "copy_s": "fast"}) == {}
   assert host_registration.sanitize(["not", "a", "dict"]) == {}
+
+
+def _fake_torch(cudart, synced):
+  import types  # pylint: disable=import-outside-toplevel
+  return types.SimpleNamespace(cuda=types.SimpleNamespace(
+      cudart=lambda: cudart, synchronize=lambda device: synced.append(device)))
+
+
+class _Moving:
+  """A module whose move to a GPU is recorded (the pages registered when it runs)."""
+
+  def __init__(self, model, cudart, fail=False):
+    self.model, self.cudart, self.fail, self.seen = model, cudart, fail, None
+
+  def parameters(self):
+    return self.model.parameters()
+
+  def buffers(self):
+    return self.model.buffers()
+
+  def to(self, device):
+    self.seen = set(self.cudart.registered)
+    if self.fail:
+      raise RuntimeError("CUDA error: out of memory")
+    return ("moved", device)
+
+
+def test_pages_registered_ahead_stay_so_until_the_move_then_are_let_go(monkeypatch):
+  """register_ahead locks the pages now; to_device with it only copies (the pages registered
+  while it moves), then unregisters them; the evidence says it was done ahead."""
+  import types  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(host_registration, "cuda_error_clearer", lambda: lambda: None)
+  cudart, synced = FakeCudart(), []
+  fake_torch, gpu = _fake_torch(cudart, synced), types.SimpleNamespace(type="cuda")
+  module = _Moving(Model(), cudart)
+  ahead = host_registration.register_ahead(fake_torch, module, gpu, 0)
+  registered = set(cudart.registered)
+  assert registered and ahead.evidence["ahead"] is True and "register_s" in ahead.evidence
+  assert not any(c[0] == "unregister" for c in cudart.calls)
+  moved, evidence = host_registration.to_device(fake_torch, module, gpu, 0, ahead=ahead)
+  assert moved == ("moved", gpu) and module.seen == registered and synced == [gpu]
+  assert cudart.registered == set() and evidence is ahead.evidence
+  assert {"copy_s", "unregister_s", "bytes", "ranges"} <= set(evidence)
+  assert sum(c[0] == "register" for c in cudart.calls) == len(registered)  # not again
+  ahead.close()  # again: nothing
+  assert sum(c[0] == "unregister" for c in cudart.calls) == len(registered)
+
+
+def test_a_registration_made_ahead_is_let_go_by_a_failed_move_or_another_modules(monkeypatch):
+  import types  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(host_registration, "cuda_error_clearer", lambda: lambda: None)
+  cudart = FakeCudart()
+  fake_torch, gpu = _fake_torch(cudart, []), types.SimpleNamespace(type="cuda")
+  failing = _Moving(Model(), cudart, fail=True)
+  ahead = host_registration.register_ahead(fake_torch, failing, gpu, 0)
+  with pytest.raises(RuntimeError, match="out of memory"):
+    host_registration.to_device(fake_torch, failing, gpu, 0, ahead=ahead)
+  assert cudart.registered == set()
+  # Registered for one module, asked to move another: let go, the other moved the usual way.
+  first, second = _Moving(Model(), cudart), _Moving(Model(), cudart)
+  ahead = host_registration.register_ahead(fake_torch, first, gpu, 0)
+  moved, evidence = host_registration.to_device(fake_torch, second, gpu, 0, ahead=ahead)
+  assert moved == ("moved", gpu) and "ahead" not in evidence and cudart.registered == set()
+  # (while the second moved, its own pages were the registered ones, the first's let go)
+  spans = [(st.data_ptr(), st.nbytes()) for st in host_registration.cpu_storages(second)]
+  assert second.seen == {start for start, _ in host_registration.page_ranges(spans)}
+
+
+@pytest.mark.parametrize("why", ["small", "off", "cpu"])
+def test_nothing_is_registered_ahead_where_nothing_would_be_registered(monkeypatch, why):
+  import types  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(host_registration, "cuda_error_clearer", lambda: lambda: None)
+  cudart = FakeCudart()
+  gpu = types.SimpleNamespace(type="cpu" if why == "cpu" else "cuda")
+  ahead = host_registration.register_ahead(_fake_torch(cudart, []), Model(), gpu,
+                                           min_bytes=2**40 if why == "small" else 0,
+                                           enabled=why != "off")
+  assert ahead is None and cudart.calls == []

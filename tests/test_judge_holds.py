@@ -35,6 +35,7 @@ def _judge(width, keeps_memory, disturbed=False, timing=True):
       _keeps_memory=lambda slots: keeps_memory,
       _holding=lambda *steps: [step() for step in steps],
       _upload_reference=lambda: calls.append("upload reference"),
+      _register_ahead=lambda: calls.append("register ahead"),
       _checks=lambda base: calls.append(("checks", base)),
       _release_gpu_memory=lambda: calls.append("release"),
       _timed_in_hold=lambda base: calls.append(("timed in hold", base)),
@@ -54,7 +55,7 @@ def test_a_whole_evaluation_gives_its_checks_memory_back_before_its_timing(keeps
   judge = _judge(width=4, keeps_memory=keeps_memory)
   Judge._held_stages(judge)
   assert judge.calls == [
-      ("hold", True, 1), "upload reference", ("checks", 5)] + (
+      "register ahead", ("hold", True, 1), "upload reference", ("checks", 5)] + (
       [] if keeps_memory else ["release"]) + [
       ("timed in hold", 5), ("post check", 5), "let go",
       ("disturbed?", 1.0, 2.0, False, {"candidate": 0.1}), "shared"]
@@ -70,7 +71,7 @@ def test_a_whole_evaluation_disturbed_after_its_hold_shares_nothing_and_is_unrel
 def test_without_timing_a_whole_evaluation_neither_releases_nor_asks():
   judge = _judge(width=4, keeps_memory=False, timing=False)
   Judge._held_stages(judge)
-  assert judge.calls == [("hold", True, 1), "upload reference", ("checks", 5),
+  assert judge.calls == ["register ahead", ("hold", True, 1), "upload reference", ("checks", 5),
                          ("post check", 5), "let go", "shared"]
 
 
@@ -86,7 +87,8 @@ def test_shared_checks_and_a_timing_apart(keeps_memory):
   judge = _judge(width=2, keeps_memory=keeps_memory)
   Judge._held_stages(judge)
   assert judge.calls == [
-      ("hold", False, 2), ("checks", 5)] + ([] if keeps_memory else ["release"]) + [
+      "register ahead", ("hold", False, 2), ("checks", 5)] + (
+          [] if keeps_memory else ["release"]) + [
       "let go", ("timed apart", 5, not keeps_memory), ("hold", False, 2), ("post check", 5),
       "let go"]
 
@@ -149,3 +151,115 @@ def test_a_timing_left_disturbed_reports_no_speedup():
   judge_lib.set_speedups(left)
   assert (left.speedup, left.speedup_vs_compile) == (None, None)
   assert (left.candidate_ms, left.reference_ms) == (2.0, 5.0)  # kept, for reading
+
+
+def _registering_judge(weight_bytes, on_cpu, ahead=True, registered=True):
+  """A judge past its candidate's construction, for GpuSteps._register_ahead, with its fence,
+  steps and worker recorded."""
+  from kernelzero_jax.sandbox import judge_gpu  # pylint: disable=import-outside-toplevel
+  calls = []
+
+  @contextlib.contextmanager
+  def fence(name, timing, slot=True):
+    calls.append(("fence", name, timing, slot))
+    yield
+    calls.append("fence let go")
+
+  @contextlib.contextmanager
+  def step(name):
+    calls.append(("step", name))
+    yield
+
+  def request(msg, timeout_s, stage):
+    calls.append((msg["cmd"], stage))
+    return {"ok": True, "registered": True}
+
+  judge = types.SimpleNamespace(
+      cfg=SandboxConfig(device="cuda", register_uploads_ahead=ahead,
+                        registered_uploads=registered),
+      _memory_on_gpu=({"weight_bytes": weight_bytes}, 2**30, 1), _reference_on_cpu=on_cpu,
+      _reference_ahead=None, ref_model="the reference", device=types.SimpleNamespace(type="cuda"),
+      torch=None, worker=types.SimpleNamespace(request=request), _fence=fence, _step=step,
+      _expect=lambda reply, stage: reply, calls=calls)
+  return judge_gpu.GpuSteps._register_ahead, judge
+
+
+@pytest.mark.parametrize("on_cpu", [True, False])
+def test_large_models_pages_are_registered_under_the_fence_before_the_hold(monkeypatch, on_cpu):
+  """SandboxConfig.register_uploads_ahead: the reference kept on the CPU (weights apart) and the
+  candidate's model, in its worker, registered before the first hold, under the start-up
+  fence without a slot; what the reference's registration gave is what its upload uses."""
+  from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(host_registration, "register_ahead",
+                      lambda torch, model, device: ("registered", model))
+  register_ahead, judge = _registering_judge(4 * 2**30, on_cpu)
+  register_ahead(judge)
+  assert judge.calls == [("step", "register_ahead"), ("fence", "upload", False, False),
+                         ("register", "init"), "fence let go"]
+  assert judge._reference_ahead == (("registered", "the reference") if on_cpu else None)
+
+
+@pytest.mark.parametrize("weight_bytes, ahead, registered", [
+    (1024, True, True), (None, True, True), (4 * 2**30, False, True), (4 * 2**30, True, False)])
+def test_nothing_is_registered_ahead_for_small_models_or_switched_off(weight_bytes, ahead,
+                                                                       registered):
+  register_ahead, judge = _registering_judge(weight_bytes, True, ahead, registered)
+  register_ahead(judge)
+  assert judge.calls == [] and judge._reference_ahead is None
+
+
+def test_a_workers_model_registered_ahead_is_moved_from_those_pages_and_let_go_otherwise(
+    monkeypatch):
+  """RunSteps.register then init: init's move takes the registration made for the constructed
+  model; a model constructed again (another seed) does not, and the registration is let go;
+  drop lets go of one never moved."""
+  from kernelzero_jax.sandbox import host_registration  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import worker  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import worker_run  # pylint: disable=import-outside-toplevel
+  closed, moves = [], []
+
+  class Ahead:
+    def __init__(self, model):
+      self.model = model
+
+    def close(self):
+      closed.append(self.model)
+
+  monkeypatch.setattr(host_registration, "register_ahead",
+                      lambda torch, model, device, enabled: Ahead(model) if enabled else None)
+
+  def to_device(torch, model, device, enabled, ahead):
+    moves.append((model, ahead.model if ahead else None))
+    return "on the gpu", {"ahead": True} if ahead else {}
+  monkeypatch.setattr(host_registration, "to_device", to_device)
+
+  def new_worker(registered=True):
+    w = types.SimpleNamespace(
+        torch=None, device="cuda", spec={"registered_uploads": registered}, ahead=None,
+        constructed=(42, "built model"), _clean_reply=lambda: {"ok": True},
+        problem=types.SimpleNamespace(construct_model=lambda *a: "built again"),
+        module=types.SimpleNamespace(ModelNew=None),
+        reference=types.SimpleNamespace(get_init_inputs=None))
+    return w
+
+  w = new_worker()
+  assert worker_run.RunSteps.register(w) == {"ok": True, "registered": True}
+  assert worker_run.RunSteps.init(w, 42) == {"ok": True, "upload": {"ahead": True}}
+  assert moves == [("built model", "built model")] and w.ahead is None and closed == []
+
+  w = new_worker()
+  worker_run.RunSteps.register(w)
+  worker_run.RunSteps.init(w, 7)  # another seed: built again, moved plainly
+  # (host_registration.to_device lets go of a registration made for another module:
+  # tests/test_host_registration.py)
+  assert moves[-1] == ("built again", "built model")
+
+  w = new_worker(registered=False)
+  assert worker_run.RunSteps.register(w) == {"ok": True, "registered": False}
+
+  w = new_worker()
+  worker_run.RunSteps.register(w)
+  w.__dict__.update(model=None, module=None, reference=None, _held=None, pristine=None,
+                    release=lambda: {"ok": True})
+  worker._Worker.drop(w)  # pylint: disable=protected-access
+  assert closed == ["built model"] and w.ahead is None

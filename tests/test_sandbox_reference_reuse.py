@@ -180,7 +180,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:fast") == path("zygote:fast")
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
                                                  + (True,) * 4 + (None, True, True, True, False,
-                                                                   True, None, None))
+                                                                   True, None, None, False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -278,8 +278,12 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:mt5:prec0.02:wu1", lite=3, concurrency=4, warmup=1,
       timing_precision=0.02, min_trials=5)
   assert parse_path("zygote:lite_pch:prec.005").timing_precision == 0.005
+  assert parse_path("zygote:lite_pch:reuse:gpu4:regahead:t0.25") == path(
+      "zygote:lite_pch:reuse:gpu4:regahead:t0.25", lite=3, concurrency=4, timing_target_s=0.25,
+      register_ahead=True)
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
-              "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1"):
+              "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
+              "zygote:fast:regahead:regahead"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",

@@ -132,6 +132,12 @@ class SandboxConfig:
   # (benchmarks/host_upload.py); batches of 36 level-2 and of 70 mixed CUDA candidates ran at
   # 1.06x and 1.05x the rate, with the same verdicts (BENCHMARKS.md, "Five sandbox changes").
   registered_uploads: bool = True
+  # ...with the pages registered before the GPU hold in which the model moves, under the start-up
+  # fence (host_registration.register_ahead), the hold keeping only the copy and the
+  # unregistering: of level-2 problem 59's whole-GPU hold (2.9 s a candidate in a batch on an
+  # H200), registering its two 4 GiB models took 0.6-1.8 s, the copies 0.16 s. Not measured on a
+  # GPU yet, so off (sandbox_throughput's path token `regahead` turns it on).
+  register_uploads_ahead: bool = False
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
   # measuring it again. The reference is ours, so reusing its facts cannot help a candidate.

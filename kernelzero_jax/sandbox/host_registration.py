@@ -10,7 +10,9 @@ either: its fresh allocation took 2 s.
 
 SandboxConfig.registered_uploads (on by default) turns this on: on an H200 (BENCHMARKS.md, "Five
 sandbox changes") batches of 36 level-2 and of 70 mixed CUDA candidates ran at 1.06x and 1.05x the
-rate with it, the same verdicts. What
+rate with it, the same verdicts. Registering is most of that time under the hold (4 GiB: 0.25-1.3 s
+in a batch on an H200, against 0.08 s for the copy), so register_ahead does it before the hold
+(SandboxConfig.register_uploads_ahead). What
 it must get right: each page registered once (storages may share a page, and registering a page
 twice fails), the storages alive until they are unregistered (the move drops the module's
 references to them), and a failed call's error kept from torch, which reads CUDA's last error
@@ -28,9 +30,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 MIN_BYTES = 16 * 1024 * 1024  # below this a pageable copy takes a few milliseconds anyway
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-# The evidence registered and to_device report, as sanitize keeps it from a worker's reply.
+# The evidence registered and to_device report, as sanitize keeps it from a worker's reply
+# ("ahead": registered by register_ahead, before the move's GPU hold).
 NUMBER_KEYS = ("bytes", "ranges", "register_s", "unregister_s", "copy_s")
 ERROR_KEYS = ("register_failed", "unregister_failed")
+FLAG_KEYS = ("ahead",)
 ERROR_CHARS = 200
 
 
@@ -142,14 +146,61 @@ def sanitize(reply: Any) -> dict[str, Any]:
   for key in ERROR_KEYS:
     if key in reply:
       out[key] = str(reply[key])[:ERROR_CHARS]
+  for key in FLAG_KEYS:
+    if reply.get(key) is True:
+      out[key] = True
   return out
 
 
+class Ahead:
+  """A model's pages registered ahead of its move (register_ahead): to_device(..., ahead=) then
+  only copies, and unregisters them once the copy is done. close() unregisters them should the
+  model never move (once: closing again does nothing)."""
+
+  def __init__(self, module, stack: contextlib.ExitStack, evidence: dict[str, Any]):
+    self.module, self._stack, self.evidence = module, stack, evidence
+
+  def close(self) -> None:
+    self._stack.close()
+    self.module = None
+
+
+def register_ahead(torch, module, device, min_bytes: int = MIN_BYTES,
+                   enabled: bool = True) -> Ahead | None:
+  """registered's first half alone: `module`'s CPU pages page-locked now, where `device` is a
+  GPU, `enabled` and there is something to register; None otherwise. (Page-locking is host and
+  driver work: the sandbox does it under its start-up fence before the GPU hold in which the
+  model moves, which then holds only the copy: SandboxConfig.register_uploads_ahead.)"""
+  if not enabled or getattr(device, "type", None) != "cuda":
+    return None
+  stack = contextlib.ExitStack()
+  evidence = stack.enter_context(registered(module, torch.cuda.cudart(), cuda_error_clearer(),
+                                            min_bytes))
+  if not evidence:
+    stack.close()
+    return None
+  evidence["ahead"] = True
+  return Ahead(module, stack, evidence)
+
+
 def to_device(torch, module, device, min_bytes: int = MIN_BYTES,
-              enabled: bool = True) -> tuple[Any, dict[str, Any]]:
+              enabled: bool = True, ahead: Ahead | None = None) -> tuple[Any, dict[str, Any]]:
   """`module.to(device)`, from its own pages registered (registered) where `device` is a GPU
-  and `enabled` (SandboxConfig.registered_uploads). Returns the moved module and the evidence
-  ({} where nothing was registered; "copy_s" the move, synchronized, where something was)."""
+  and `enabled` (SandboxConfig.registered_uploads); with `ahead` (register_ahead's, of this very
+  module), from the pages registered then, unregistered after the copy. Returns the moved module
+  and the evidence ({} where nothing was registered; "copy_s" the move, synchronized, where
+  something was)."""
+  if ahead is not None:
+    if ahead.module is module and getattr(device, "type", None) == "cuda":
+      try:
+        t0 = time.perf_counter()
+        moved = module.to(device)
+        torch.cuda.synchronize(device)
+        ahead.evidence["copy_s"] = round(time.perf_counter() - t0, 4)
+      finally:
+        ahead.close()
+      return moved, ahead.evidence
+    ahead.close()  # (registered for another module: let go, and move this one as below)
   if not enabled or getattr(device, "type", None) != "cuda":
     return module.to(device), {}
   with registered(module, torch.cuda.cudart(), cuda_error_clearer(), min_bytes) as evidence:

@@ -43,7 +43,7 @@ from kernelzero_jax.sandbox.worker_handle import StageFailure, WorkerHandle
 
 # Steps of evidence["gpu_seconds"] that a judge does without holding the GPU: building models on
 # the CPU before it takes the GPU. (Its releases of GPU memory are under the hold they end.)
-STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct")
+STEPS_OFF_THE_HOLD = ("candidate_construct", "reference_construct", "register_ahead")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -86,6 +86,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # once the checks are done: evidence["input_set_ms"]; _reference).
     self.input_set_times: list[Any] = []
     self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
+    self._reference_ahead = None  # its pages registered before that hold (_register_ahead)
     self._host_memory: contextlib.ExitStack | None = None  # its host_memory_hold, if taken
     # Whether the worker waits for this judge to time the reference first (_reference_first,
     # go_gate.py): a Triton worker's go comes from this judge (_let_triton_worker_go, at the
@@ -180,6 +181,9 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
         self._hand_over_thread.join()
       for kind in list(self._setup_windows):  # its worker's code ended with no reply read
         self._close_setup_window(kind, None)
+      if self._reference_ahead is not None:  # registered, never moved (a failure before)
+        self._reference_ahead.close()
+        self._reference_ahead = None
       if self._host_memory is not None:  # its models on the CPU go before its slot does
         self.ref_model = self.second_reference = None
         self._host_memory.close()
@@ -342,6 +346,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # a shared GPU anyway is judged again (evaluate.shared_gpu_oom).
     width = (self._check_width(slots) if slots > 1 and not self.job.get("exclusive_gpu")
              and not self._weights_apart else slots)
+    if cuda:
+      self._register_ahead()
     if width == slots:
       # The checks' memory given back before the timing, as between holds below: on an H100
       # (80 GiB) beside 23 other judges, the judge's cached blocks and the worker's outputs of a

@@ -301,21 +301,42 @@ class GpuSteps:
     self.verdict.evidence["weights_apart"].update(
         host_slots=slots, host_wait_s=round(time.perf_counter() - t0, 3))
 
+  def _register_ahead(self) -> None:
+    """Before the first hold, under the start-up fence: the pages of the models that move to the
+    GPU in it, page-locked now (host_registration.register_ahead; SandboxConfig.
+    register_uploads_ahead), so that the hold keeps only their copies: the reference kept on the
+    CPU (_weights_apart), and the candidate's, in its worker ("register", before its "init").
+    Only where the reference's weights have host_registration.MIN_BYTES (the candidate's are
+    the same parameters, built from the same init inputs)."""
+    cfg = self.cfg
+    if not (cfg.register_uploads_ahead and cfg.registered_uploads):
+      return
+    weight_bytes = self._memory_on_gpu[0]["weight_bytes"]
+    if weight_bytes is None or weight_bytes < host_registration.MIN_BYTES:
+      return
+    with self._step("register_ahead"), self._fence("upload", timing=False, slot=False):
+      if self._reference_on_cpu:
+        self._reference_ahead = host_registration.register_ahead(self.torch, self.ref_model,
+                                                                 self.device)
+      self._expect(self.worker.request({"cmd": "register"}, self.cfg.correctness_timeout_s,
+                                       "init"), "init")
+
   def _upload_reference(self) -> None:
     """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
     if self._reference_on_cpu:
       with self._step("reference_upload"):
-        self.ref_model = self._to_device(self.ref_model, "reference")
+        ahead, self._reference_ahead = self._reference_ahead, None
+        self.ref_model = self._to_device(self.ref_model, "reference", ahead)
         if self.device.type == "cuda":
           self.torch.cuda.synchronize(self.device)
       self._reference_on_cpu = False
 
-  def _to_device(self, model, name: str):
+  def _to_device(self, model, name: str, ahead=None):
     """`model` moved to this judge's device; from its own pages page-locked in place where it
     is large and SandboxConfig.registered_uploads (host_registration.py;
-    evidence["registered_upload"][name])."""
+    evidence["registered_upload"][name]), those registered `ahead` where given."""
     moved, upload = host_registration.to_device(self.torch, model, self.device,
-                                                enabled=self.cfg.registered_uploads)
+                                                enabled=self.cfg.registered_uploads, ahead=ahead)
     if upload:
       self.verdict.evidence.setdefault("registered_upload", {})[name] = upload
     return moved

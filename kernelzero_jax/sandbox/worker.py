@@ -186,6 +186,7 @@ class _Worker(BuildSteps, RunSteps):
     self.module = None
     self.model = None
     self.constructed: tuple[int, Any] | None = None  # (seed, ModelNew on the CPU): construct()
+    self.ahead = None  # its pages registered ahead of init's move: register()
     self.own_kernels = list(spec.get("own_kernel_names") or [])
     self._held: Any = None  # keeps tensors sent to the judge alive until the next command
     self._last_send_s: float | None = None  # the last reply's (_serve_candidate)
@@ -283,7 +284,9 @@ class _Worker(BuildSteps, RunSteps):
     """Lets go of everything of the candidate (its model, module, reference and the tensors of
     the last reply) and gives its GPU memory back: under its judge's last hold, as a kill
     would."""
-    self.model = self.constructed = self.module = self.reference = self._held = None
+    if self.ahead is not None:  # registered, never moved
+      self.ahead.close()
+    self.model = self.constructed = self.module = self.reference = self._held = self.ahead = None
     gc.collect()
     reply = self.release()
     if self.pristine is not None and isinstance(reply.get("allocated_bytes"), int):
@@ -332,6 +335,8 @@ class _Worker(BuildSteps, RunSteps):
     try:
       if cmd == "construct":
         return self.construct(msg["seed"])
+      if cmd == "register":
+        return self.register()
       if cmd == "init":
         return self.init(msg["seed"])
       if cmd == "run":

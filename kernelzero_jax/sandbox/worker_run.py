@@ -26,6 +26,19 @@ class RunSteps:
     self.constructed = (seed, model)
     return self._clean_reply(setup_gpu)
 
+  def register(self) -> dict[str, Any]:
+    """The constructed model's pages page-locked now, under the judge's start-up fence before
+    its hold, so that init's move under the hold only copies (host_registration.register_ahead;
+    SandboxConfig.register_uploads_ahead)."""
+    if self.ahead is not None:
+      self.ahead.close()
+    self.ahead = None
+    if self.constructed is not None:
+      self.ahead = host_registration.register_ahead(
+          self.torch, self.constructed[1], self.device,
+          enabled=bool(self.spec.get("registered_uploads")))
+    return {"ok": True, "registered": self.ahead is not None}
+
   def init(self, seed: int) -> dict[str, Any]:
     """The model construct built, moved to the device under the judge's hold: from its own
     pages page-locked in place where it is large and spec["registered_uploads"]
@@ -37,9 +50,11 @@ class RunSteps:
       model = self.problem.construct_model(self.module.ModelNew, self.reference.get_init_inputs,
                                            seed)
     del constructed
+    ahead, self.ahead = self.ahead, None
     self.model, upload = host_registration.to_device(
-        self.torch, model, self.device, enabled=bool(self.spec.get("registered_uploads")))
-    del model
+        self.torch, model, self.device, enabled=bool(self.spec.get("registered_uploads")),
+        ahead=ahead)
+    del model, ahead
     reply = self._clean_reply()
     if upload and reply.get("ok"):
       reply["upload"] = upload
