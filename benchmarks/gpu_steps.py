@@ -47,6 +47,12 @@ def rounded_median(values: list[float]) -> float | None:
   return round(statistics.median(values), 3) if values else None
 
 
+def rounded_p90(values: list[float], digits: int = 3) -> float | None:
+  """The 90th percentile (the nearest rank below) of `values`, rounded; None for no values."""
+  ordered = sorted(values)
+  return round(ordered[int(0.9 * (len(ordered) - 1))], digits) if ordered else None
+
+
 def held_seconds(verdict: dict[str, Any]) -> float:
   """The seconds a judge held the GPU for this verdict (its steps, less OFF_HOLD)."""
   steps = (verdict.get("evidence") or {}).get("gpu_seconds") or {}
@@ -285,7 +291,7 @@ def timings_beside_startups(rows: list[dict]) -> dict[str, Any]:
       return {"n": 0}
     return {"n": len(values), "median_pct": round(statistics.median(values), 2),
             "mean_pct": round(statistics.mean(values), 2),
-            "p90_pct": round(values[int(0.9 * (len(values) - 1))], 2),
+            "p90_pct": rounded_p90(values, 2),
             "max_pct": round(values[-1], 2)}
   return {"beside_a_startup": side(deviations[True]), "clear": side(deviations[False])}
 
@@ -522,7 +528,7 @@ def times_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
         pcts.append(100.0 * (b - a) / a)
     mags = sorted(abs(x) for x in pcts)
     out[key] = {"n": len(pcts), "median_pct": rounded_median(pcts),
-                "p90_abs_pct": round(mags[int(0.9 * (len(mags) - 1))], 3) if mags else None,
+                "p90_abs_pct": rounded_p90(mags),
                 "max_abs_pct": round(mags[-1], 3) if mags else None}
   return out
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
-from benchmarks.gpu_steps import read_verdicts
+from benchmarks.gpu_steps import read_verdicts, rounded_p90
 from kernelzero_jax.sandbox import timing
 
 OFF_PCT = 2.0  # a kept median this far (%) from the whole series' is counted
@@ -66,7 +66,7 @@ def weigh(series: list[list[float]], precision: float, min_trials: int) -> dict[
   return {"precision": precision, "min_trials": min_trials, "trials": kept,
           "share": round(kept / total, 3) if total else None,
           "median_off_pct": round(statistics.median(off), 3) if off else None,
-          "p90_off_pct": round(off[int(0.9 * (len(off) - 1))], 3) if off else None,
+          "p90_off_pct": rounded_p90(off),
           "max_off_pct": round(off[-1], 3) if off else None,
           f"over_{OFF_PCT:g}pct": sum(x > OFF_PCT for x in off)}
 

@@ -164,6 +164,15 @@ class Ahead:
     self._stack.close()
     self.module = None
 
+  @contextlib.contextmanager
+  def held(self) -> Iterator[dict[str, Any]]:
+    """registered's second half: yields the evidence, and unregisters the pages after the block
+    (however it ends)."""
+    try:
+      yield self.evidence
+    finally:
+      self.close()
+
 
 def register_ahead(torch, module, device, min_bytes: int = MIN_BYTES,
                    enabled: bool = True) -> Ahead | None:
@@ -190,20 +199,14 @@ def to_device(torch, module, device, min_bytes: int = MIN_BYTES,
   module), from the pages registered then, unregistered after the copy. Returns the moved module
   and the evidence ({} where nothing was registered; "copy_s" the move, synchronized, where
   something was)."""
-  if ahead is not None:
-    if ahead.module is module and getattr(device, "type", None) == "cuda":
-      try:
-        t0 = time.perf_counter()
-        moved = module.to(device)
-        torch.cuda.synchronize(device)
-        ahead.evidence["copy_s"] = round(time.perf_counter() - t0, 4)
-      finally:
-        ahead.close()
-      return moved, ahead.evidence
+  gpu = getattr(device, "type", None) == "cuda"
+  if ahead is not None and not (gpu and ahead.module is module):
     ahead.close()  # (registered for another module: let go, and move this one as below)
-  if not enabled or getattr(device, "type", None) != "cuda":
+    ahead = None
+  if not gpu or (ahead is None and not enabled):
     return module.to(device), {}
-  with registered(module, torch.cuda.cudart(), cuda_error_clearer(), min_bytes) as evidence:
+  with (ahead.held() if ahead is not None else
+        registered(module, torch.cuda.cudart(), cuda_error_clearer(), min_bytes)) as evidence:
     t0 = time.perf_counter()
     moved = module.to(device)
     torch.cuda.synchronize(device)

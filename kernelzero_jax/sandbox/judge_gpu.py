@@ -318,8 +318,8 @@ class GpuSteps:
       if self._reference_on_cpu:
         self._reference_ahead = host_registration.register_ahead(self.torch, self.ref_model,
                                                                  self.device)
-      self._expect(self.worker.request({"cmd": "register"}, self.cfg.correctness_timeout_s,
-                                       "init"), "init")
+      self._expect(self.worker.request({"cmd": "register"}, cfg.correctness_timeout_s, "init"),
+                   "init")
 
   def _upload_reference(self) -> None:
     """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
