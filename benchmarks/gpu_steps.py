@@ -511,6 +511,34 @@ def timing_trials_summary(rows: list[dict]) -> dict[str, Any]:
   return out
 
 
+# The fence waits a judge made with every GPU slot held (Judge._fence's `holding_gpu`): the
+# reference timed in a whole evaluation's hold (and, before 2026-12-05's night, measured first),
+# and the candidate timed there. The GPU stays idle while they last.
+FENCE_WAITS_HOLDING_GPU = ("reference_timing", "candidate_timing")
+
+
+def fence_waits_holding_gpu(rows: list[dict], least_s: float = 0.01) -> dict[str, Any]:
+  """The seconds timings waited for the start-up fence with the GPU held (see
+  FENCE_WAITS_HOLDING_GPU), per step: how many waited at least `least_s`, their sum, and the
+  largest; with the waits the reference measured first made before it takes the GPU
+  ("reference_first", since then), which leave it free."""
+  out = {}
+  for step in FENCE_WAITS_HOLDING_GPU + ("reference_first",):
+    waits, first = [], 0.0
+    for r in rows:
+      ev = r.get("evidence") or {}
+      w = (ev.get("fence_wait_s") or {}).get(step)
+      if isinstance(w, (int, float)) and w >= least_s:
+        waits.append(w)
+        first += w if (ev.get("reference_first") or {}).get("timed") else 0.0
+    if waits:
+      out[step] = {"n": len(waits), "sum_s": round(sum(waits), 1), "max_s": round(max(waits), 2),
+                   "holding_gpu": step != "reference_first"}
+      if step == "reference_timing":  # of which the reference measured first
+        out[step]["measured_first_s"] = round(first, 1)
+  return out
+
+
 def times_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
   """Two judgings of one batch, name by name (two paths of a run, or two runs): each candidate
   timed in both, its candidate_ms and speedup in `others` over those in `rows`, as percent
@@ -750,6 +778,8 @@ def main(argv: list[str]) -> None:
     for cmd, m in messages.items():
       print(f"  {cmd}: {m}")
   print("\nthe timings' trials, and why they stopped:", timing_trials_summary(rows))
+  print("\ntimings' waits for the start-up fence, with the GPU held (idle meanwhile) or before "
+        "it:", fence_waits_holding_gpu(rows))
   print("\ntimings disturbed by other candidates' kernels outside every hold "
         f"(setup_windows.py): {disturbed_timings(rows)}")
   print("\ntold timings against their problem's median, by what was told (candidate, reference "

@@ -5,6 +5,7 @@ judges (flock's locks belong to each open file, so two in one process exclude ea
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -221,3 +222,41 @@ def test_a_judge_takes_a_start_up_slot_for_its_context_only(tmp_path, monkeypatc
     holder.join(5)
   assert order == ["a", "b", "upload", "warm_up", "device"]
   assert set(steps.verdict.evidence["fence_wait_s"]) == {"upload", "warm_up", "device"}
+
+
+def test_a_timing_that_may_wait_a_while_gets_the_fence_once_start_ups_leave(tmp_path):
+  order = []
+  under_way = _enter(tmp_path, False, order, "start-up under way")
+  assert under_way[0].wait(5)
+  threading.Timer(WAIT_S, under_way[1].set).start()
+  with gpu_fence.timing_fence_within(0, 5.0, str(tmp_path)) as waited:
+    assert waited is not None and waited >= WAIT_S * 0.9
+    late = _enter(tmp_path, False, order, "late start-up")
+    assert not late[0].wait(WAIT_S)  # held alone
+  assert late[0].wait(5)
+  late[1].set()
+  assert order == ["start-up under way", "late start-up"]
+
+
+def test_a_timing_that_may_wait_a_while_gives_up_after_its_patience_and_keeps_nothing(tmp_path):
+  order = []
+  under_way = _enter(tmp_path, False, order, "start-up under way")
+  assert under_way[0].wait(5)
+  with gpu_fence.timing_fence_within(0, WAIT_S, str(tmp_path)) as waited:
+    assert waited is None
+  # neither the fence nor the turnstile kept: a start-up begins beside the one under way
+  another = _enter(tmp_path, False, order, "another start-up")
+  assert another[0].wait(5)
+  under_way[1].set()
+  another[1].set()
+
+
+def test_a_timing_that_may_wait_a_while_gives_up_at_once_behind_another_timing(tmp_path):
+  order = []
+  other = _enter(tmp_path, True, order, "another timing")
+  assert other[0].wait(5)
+  t0 = time.perf_counter()
+  with gpu_fence.timing_fence_within(0, 10.0, str(tmp_path)) as waited:
+    assert waited is None
+  assert time.perf_counter() - t0 < 1.0
+  other[1].set()

@@ -320,8 +320,56 @@ def test_the_timings_wait_for_a_start_up_under_way_and_note_how_long(make_judge)
   other.join()
   judge._timing(0)  # pylint: disable=protected-access
   waits = judge.verdict.evidence["fence_wait_s"]
-  assert timed == [1] and set(waits) == {"reference_timing", "candidate_timing"}
-  assert waits["reference_timing"] >= 0.3 and waits["candidate_timing"] < 0.3
+  # (before the GPU: "reference_first"; with it held, as the candidate's: "..._timing")
+  assert timed == [1] and set(waits) == {"reference_first", "candidate_timing"}
+  assert waits["reference_first"] >= 0.3 and waits["candidate_timing"] < 0.3
+
+
+def test_the_reference_waits_for_start_ups_without_holding_the_gpu(make_judge):
+  """A timing that waited for the fence with every slot held left the GPU idle: the judge waits
+  first, and another judge's checks may take the GPU meanwhile."""
+  from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+  judge, timed, _ = make_judge()
+  in_start_up, done, free_meanwhile = threading.Event(), threading.Event(), []
+
+  def start_up():
+    with gpu_fence.startup_fence(0, timing=False):
+      in_start_up.set()
+      done.wait(0.3)
+      with gpu_slots(0, judge.cfg.gpu_concurrency, exclusive=False, wait=False) as held:
+        free_meanwhile.append(held)
+  other = threading.Thread(target=start_up)
+  other.start()
+  assert in_start_up.wait(5)
+  judge._reference_first()  # pylint: disable=protected-access
+  other.join()
+  assert free_meanwhile == [True] and timed == [1]
+  assert judge.verdict.evidence["reference_first"]["timed"] is True
+
+
+def test_start_ups_past_the_patience_leave_the_timing_for_later_and_the_checks_first(
+    make_judge, monkeypatch):
+  from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(judge_reference, "REFERENCE_FIRST_FENCE_S", 0.1)
+  judge, timed, _ = make_judge()
+  with gpu_fence.startup_fence(0, timing=False):  # a start-up that outlasts it
+    judge._reference_first()  # pylint: disable=protected-access
+  first = judge.verdict.evidence["reference_first"]
+  assert timed == [] and first["timed"] is False and "fence" in first["untimed"]
+  assert first["held"] is True and judge.reference_checked and judge.worker.go_sent()
+  assert "reference_first" not in judge.verdict.evidence.get("fence_wait_s", {})
+  judge._timing(0)  # pylint: disable=protected-access
+  assert timed == [1] and judge.verdict.reference_ms == 2.0
+
+
+def test_a_busy_gpu_keeps_the_fence_open_for_start_ups(make_judge):
+  """Nothing to gain from the fence while another judge holds the GPU: the judge does not wait
+  for it (and keep start-ups out) there."""
+  judge, timed, _ = make_judge()
+  with gpu_slots(0, 1, exclusive=True):
+    judge._reference_first()  # pylint: disable=protected-access
+  first = judge.verdict.evidence["reference_first"]
+  assert timed == [] and "untimed" not in first and "fence_wait_s" not in judge.verdict.evidence
 
 
 def test_without_the_fence_timings_do_not_wait_for_start_ups(make_judge):

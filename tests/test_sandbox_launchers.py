@@ -452,6 +452,22 @@ def test_the_benchmarks_count_the_timings_trials_and_compare_two_judgings_times(
       "speedup": {"n": 2, "median_pct": -2.5, "p90_abs_pct": 0.0, "max_abs_pct": 5.0}}
 
 
+def test_the_benchmarks_sum_the_timings_fence_waits_with_the_gpu_held_apart_from_those_before():
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  row = lambda waits, first=False: {"evidence": {"fence_wait_s": waits,
+                                                 "reference_first": {"timed": first}}}
+  rows = [row({"reference_timing": 1.25, "upload": 3.0}, first=True),
+          row({"reference_timing": 0.5, "candidate_timing": 0.004}),
+          row({"candidate_timing": 0.75, "timing": 2.0}),
+          row({"reference_first": 0.4}), {"evidence": {}}, {}]
+  assert gpu_steps.fence_waits_holding_gpu(rows) == {
+      "reference_timing": {"n": 2, "sum_s": 1.8, "max_s": 1.25, "holding_gpu": True,
+                           "measured_first_s": 1.2},
+      "candidate_timing": {"n": 1, "sum_s": 0.8, "max_s": 0.75, "holding_gpu": True},
+      "reference_first": {"n": 1, "sum_s": 0.4, "max_s": 0.4, "holding_gpu": False}}
+  assert gpu_steps.fence_waits_holding_gpu([]) == {}
+
+
 def test_the_benchmarks_summarise_what_timing_trials_say_they_cost_beyond_their_measurement():
   """What verdicts say (evidence["timing_loop_ms"]), as sandbox_throughput and gpu_steps report
   it: gpu_steps.timing_calls_beyond's "said"."""

@@ -81,6 +81,12 @@ class GpuSteps:
       finally:
         hold[1] = round(time.time(), 3)
 
+  def _gpu_free_now(self) -> bool:
+    """Whether every slot of the GPU is free at this moment (taken and given back at once)."""
+    with gpu_budget.gpu_slots(self.device.index or 0, self.cfg.gpu_concurrency, True,
+                              wait=False) as free:
+      return free
+
   @contextlib.contextmanager
   def _fence(self, name: str, timing: bool, holding_gpu: bool = False, slot: bool = True):
     """gpu_fence.startup_fence around a start-up step or a timing of a GPU judge, with the
@@ -99,6 +105,27 @@ class GpuSteps:
       self._fence_held = True
       try:
         yield
+      finally:
+        self._fence_held = False
+
+  @contextlib.contextmanager
+  def _fence_within(self, name: str, patience_s: float):
+    """gpu_fence.timing_fence_within for a timing that need not happen now, taken before the
+    GPU: yields whether the fence is held (always where no fence is kept), with the seconds it
+    waited in evidence["fence_wait_s"][name] as _fence's."""
+    if self.cfg.device != "cuda" or not self.cfg.startup_fence or self._fence_held:
+      yield True
+      return
+    from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
+    with gpu_fence.timing_fence_within(self.job.get("gpu_index", 0), patience_s) as waited:
+      if waited is None:
+        yield False
+        return
+      waits = self.verdict.evidence.setdefault("fence_wait_s", {})
+      waits[name] = round(waits.get(name, 0.0) + waited, 4)
+      self._fence_held = True
+      try:
+        yield True
       finally:
         self._fence_held = False
 

@@ -24,6 +24,11 @@ from kernelzero_jax.sandbox.worker_handle import StageFailure
 # How long _reference_first waits for the reference's second construction (a thread, which
 # reseeds torch) before it gives up measuring first: the worker waits for its go meanwhile.
 REFERENCE_FIRST_WAIT_S = 0.5
+# How long _reference_first waits for start-ups under way to leave the fence before it times the
+# reference (holding nothing of the GPU meanwhile); it measures after the candidate's checks
+# instead where they take longer. (Such waits were 0.3-1.4 s in a batch of 259 on an H100.) The
+# worker waits for its go meanwhile, as it did while the judge waited with the GPU held.
+REFERENCE_FIRST_FENCE_S = 1.0
 # A Triton judge that times the reference first builds the reference's second model after that
 # timing instead of before it, when building the first took at least this long: the timing then
 # need not wait for it (it reseeds torch), and it runs beside the worker's import of the
@@ -137,10 +142,19 @@ class ReferenceSteps:
         evidence["skipped"] = "the reference's second construction was still running"
         return
       base = self.base_seed
+      fence = contextlib.ExitStack()
+      # The fence before the GPU, and only where the GPU is free now: waiting for start-ups
+      # with every slot held would leave the GPU idle (gpu_fence.timing_fence_within).
+      free = self._reference_to_time() and self._gpu_free_now()
+      fenced = free and fence.enter_context(self._fence_within("reference_first",
+                                                               REFERENCE_FIRST_FENCE_S))
+      if free and not fenced:
+        evidence["untimed"] = (f"start-ups held the fence past {REFERENCE_FIRST_FENCE_S} s, "
+                               "or another timing held it")
 
       def measure() -> None:
         evidence["held"] = True
-        if self._reference_to_time() and self.go_gate.claim():
+        if fenced and self._reference_to_time() and self.go_gate.claim():
           try:
             started = time.time()
             self.reference_timed = self._time_reference(self._timing_seeds(base))
@@ -148,6 +162,7 @@ class ReferenceSteps:
             evidence["timed"] = True
           finally:
             self.go_gate.release()
+        fence.close()  # the checks need no fence: start-ups may go on beside them
         self._let_triton_worker_go()
         if not checks:
           evidence["checks"] = "after the second construction, under the candidate's hold"
@@ -157,7 +172,7 @@ class ReferenceSteps:
           self._degenerate_facts(self._check_seeds(base))
         torch.cuda.empty_cache()
 
-      with self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
+      with fence, self._gpu_hold(cfg.gpu_concurrency, exclusive=True, wait=False) as held:
         if held:
           self._holding(measure)
       # Disturbed (too long past the forward's end, as beside another candidate's kernels
