@@ -61,7 +61,9 @@ once their median is known to +-X instead of SandboxConfig.timing_precision's (`
 timing runs to its target, as before 2026-12-05's evening); with `mtN`, at least N timed trials
 instead of SandboxConfig.min_trials's; with `regahead`, large models' pages registered before
 the GPU hold in which they move, under the start-up fence, instead of in it
-(SandboxConfig.register_uploads_ahead: host_registration.register_ahead).
+(SandboxConfig.register_uploads_ahead: host_registration.register_ahead); with `bandL-H` (e.g.
+`band1-3`, `band1-inf`), candidates' timings precise only for speedups between L and H
+(SandboxConfig.speedup_band, which the Coder's RL sets from its reward), not for all.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -122,7 +124,7 @@ PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alo
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead]"
-             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN]")
+             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -130,6 +132,7 @@ WORKER_TOKEN = re.compile(r"w[1-9]\d*")
 WARMUP_TOKEN = re.compile(r"wu[1-9]\d*")
 PRECISION_TOKEN = re.compile(r"prec(0|0?\.\d+)")
 MIN_TRIALS_TOKEN = re.compile(r"mt[1-9]\d*")
+BAND_TOKEN = re.compile(r"band(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?|inf)")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -303,6 +306,8 @@ class BenchPath(NamedTuple):
   # large models' pages registered before the GPU hold they move in
   # (SandboxConfig.register_uploads_ahead), not in it
   register_ahead: bool = False
+  # candidates' timings precise only between these speedups (SandboxConfig.speedup_band)
+  speedup_band: tuple[float, float] | None = None
 
 
 def parse_path(path: str) -> BenchPath:
@@ -324,11 +329,12 @@ def parse_path(path: str) -> BenchPath:
   `allseed`: seeding by torch.manual_seed; `noretime`: timings disturbed by another candidate's
   kernels outside every hold only told, not made again; `precX`: timings stopped once their
   median is known to +-X (`prec0`: every timing runs to its target); `mtN`: at least N timed
-  trials; `regahead`: large models' pages registered before the hold they move in)."""
+  trials; `regahead`: large models' pages registered before the hold they move in; `bandL-H`:
+  candidates' timings precise only for speedups between L and H)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
-  warmup, precision, min_trials = None, None, None
+  warmup, precision, min_trials, band = None, None, None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -347,6 +353,10 @@ def parse_path(path: str) -> BenchPath:
       precision = float(extra.pop()[4:])
     elif MIN_TRIALS_TOKEN.fullmatch(token) and min_trials is None:
       min_trials = int(extra.pop()[2:])
+    elif (found := BAND_TOKEN.fullmatch(token)) and band is None and (
+        0 < float(found[1]) < float(found[2])):
+      band = (float(found[1]), float(found[2]))
+      extra.pop()
     else:
       break
   concurrency = None
@@ -371,7 +381,7 @@ def parse_path(path: str) -> BenchPath:
                    "pageable" not in flags_given, "secondfirst" not in flags_given,
                    "pristine" not in flags_given, "allseed" in flags_given,
                    "noretime" not in flags_given, precision, min_trials,
-                   "regahead" in flags_given)
+                   "regahead" in flags_given, band)
 
 
 def _server_env(path: BenchPath):
@@ -496,7 +506,8 @@ def run() -> dict:
                                  min_trials=(base.min_trials if path.min_trials is None
                                              else path.min_trials),
                                  register_uploads_ahead=(base.register_uploads_ahead
-                                                         or path.register_ahead))
+                                                         or path.register_ahead),
+                                 speedup_band=path.speedup_band or base.speedup_band)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -576,6 +587,7 @@ def run() -> dict:
                      "timing_target_s": config.timing_target_s,
                      "timing_precision": config.timing_precision,
                      "min_trials": config.min_trials, "warmup": config.warmup,
+                     "speedup_band": config.speedup_band,
                      "timing_trials": trials, "copy_spread": spread, "after_forward": after,
                      "trial_overhead": overhead, "messages": messages,
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
@@ -635,7 +647,8 @@ def run() -> dict:
     if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
       print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
     print(f"timing trials (target {config.timing_target_s} s, precision "
-          f"{config.timing_precision}, at least {config.min_trials}, {config.warmup} warm-ups): "
+          f"{config.timing_precision}, at least {config.min_trials}, {config.warmup} warm-ups, "
+          f"speedup band {config.speedup_band}): "
           + json.dumps(trials))
     if spread["problems"]:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "

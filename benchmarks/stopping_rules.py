@@ -13,10 +13,19 @@ kept lies from the median of them all (what the run reported). Prints, per rule,
 keeps (and their share), and those distances: median, 90th percentile, largest, and how many
 lie over 2%. (The warm-up calls are not recorded, so a rule is weighed at the warm-up count the
 run had.)
+
+With `--bands` (SandboxConfig.speedup_band, e.g. `1:3`, or `1:inf`), each candidate's recorded
+series is also replayed through timing.time_forward itself, its timer handing back the recorded
+times in order, at SandboxConfig's precision and trials, with the band in times from the
+verdict's reference time and each of `--slow_starts`, and `--draws` draws of the audited
+positions (the judge draws them at random): the trials and the measured milliseconds kept, the
+kept medians' distances, and how many speedups it put on the other side of either end of the
+band than the whole series did.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from typing import Any, Sequence
 
@@ -25,6 +34,7 @@ from absl import flags
 
 from benchmarks.gpu_steps import read_verdicts, rounded_p90
 from kernelzero_jax.sandbox import timing
+from kernelzero_jax.sandbox.config import SandboxConfig
 
 OFF_PCT = 2.0  # a kept median this far (%) from the whole series' is counted
 
@@ -71,18 +81,81 @@ def weigh(series: list[list[float]], precision: float, min_trials: int) -> dict[
           f"over_{OFF_PCT:g}pct": sum(x > OFF_PCT for x in off)}
 
 
+class ReplayTimer:
+  """timing.Timer's time_call, handing back recorded times in order (the call itself runs)."""
+
+  def __init__(self, times: Sequence[float]):
+    self.times, self.last_stream_ms = list(times), None
+
+  def time_call(self, fn):
+    return self.times.pop(0), fn()
+
+
+def replay(times: Sequence[float], audits: Sequence[int], cfg: SandboxConfig,
+           outside_ms: Sequence[float] | None) -> list[float]:
+  """The trials of `times` a timing would have kept (timing.time_forward, at `cfg`'s precision,
+  least trials and warm-ups, audits at `audits`) where the whole series was what it planned."""
+  warm = [times[0]] * cfg.warmup  # warm-ups are not recorded; they only plan the trials
+  seeds = range(cfg.warmup + len(times) + len(audits))
+  got = timing.time_forward(ReplayTimer(warm + list(times)), lambda: None, lambda seed: [],
+                            seeds, cfg.warmup, 1e9, cfg.min_trials + len(audits),
+                            on_audit=lambda seed, inputs: None, audit_positions=audits,
+                            precision=cfg.timing_precision, outside_ms=outside_ms,
+                            outside_min_trials=cfg.band_min_trials)
+  return got["times_ms"]
+
+
+def weigh_band(rows: list[dict], band: Sequence[float] | None, slow_start: float,
+               draws: int = 20, least: int = 10, seed: int = 0) -> dict[str, Any]:
+  """One band (None: precision alone) over every correct candidate's recorded series of at
+  least `least` trials: what its timings keep, and the speedups it moves across the band's ends."""
+  cfg = SandboxConfig()
+  rng = random.Random(seed)
+  total = kept = 0
+  total_ms = kept_ms = 0.0
+  off, crossed = [], 0
+  for r in rows:
+    times = ((r.get("evidence") or {}).get("timing_times_ms") or {}).get("candidate")
+    ref = r.get("reference_ms")
+    if r.get("status") != "correct" or not ref or not isinstance(times, list) or len(times) < least:
+      continue
+    whole = statistics.median(times)
+    for _ in range(draws):
+      audits = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
+      got = replay(times, audits, cfg, timing.band_ms(ref, band, slow_start))
+      total, kept = total + len(times), kept + len(got)
+      total_ms, kept_ms = total_ms + sum(times), kept_ms + sum(got)
+      median = statistics.median(got)
+      off.append(100.0 * abs(median / whole - 1.0))
+      ends = band or (1.0,)
+      crossed += any((ref / median > end) != (ref / whole > end) for end in ends)
+  off.sort()
+  return {"band": band and list(band), "slow_start": slow_start, "timings": len(off) // draws,
+          "draws": draws, "trials_share": round(kept / total, 3) if total else None,
+          "ms_share": round(kept_ms / total_ms, 3) if total_ms else None,
+          "kept_s": round(kept_ms / draws / 1000.0, 1),
+          "recorded_s": round(total_ms / draws / 1000.0, 1),
+          "median_off_pct": round(statistics.median(off), 3) if off else None,
+          "p90_off_pct": rounded_p90(off), "max_off_pct": round(off[-1], 3) if off else None,
+          "crossed_an_end": crossed}
+
+
 def _define_flags() -> None:
   flags.DEFINE_list("verdicts", None, "Verdict logs (JSONL, optionally gzipped) of a path whose "
                     "timings ran to their target.")
   flags.DEFINE_list("precisions", ["0.005", "0.01", "0.02"], "Precisions to replay.")
   flags.DEFINE_list("min_trials", ["5", "10"], "Least trials to replay.")
+  flags.DEFINE_list("bands", [], "Speedup bands to replay, low:high (high may be inf).")
+  flags.DEFINE_list("slow_starts", ["0.2"], "band_slow_start values to replay with each band.")
+  flags.DEFINE_integer("draws", 20, "Draws of the audited positions per series.")
   flags.mark_flag_as_required("verdicts")
 
 
 def main(argv: list[str]) -> None:
   del argv
   args = flags.FLAGS
-  series = recorded_series(read_verdicts(args.verdicts))
+  rows = read_verdicts(args.verdicts)
+  series = recorded_series(rows)
   if not series:
     raise app.UsageError("no verdict here records its timings' trials (evidence['timing_times_ms']"
                          ", since 2026-12-05) with 10 or more of them")
@@ -90,6 +163,13 @@ def main(argv: list[str]) -> None:
   for precision in map(float, args.precisions):
     for least in map(int, args.min_trials):
       print(weigh(series, precision, least))
+  if args.bands:
+    print("candidates' timings replayed with audits, at SandboxConfig's precision and trials:")
+    print(weigh_band(rows, None, 0.0, args.draws))
+    for text in args.bands:
+      band = tuple(float(x) for x in text.split(":"))
+      for slow_start in map(float, args.slow_starts):
+        print(weigh_band(rows, band, slow_start, args.draws))
 
 
 if __name__ == "__main__":

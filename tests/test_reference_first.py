@@ -543,3 +543,32 @@ def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(ma
   judge._timing(0)  # pylint: disable=protected-access
   assert judge.verdict.evidence["timing_stopped"] == {"reference": "planned"}
   assert judge.verdict.evidence["timing_times_ms"] == {"reference": [2.0, 2.004]}
+
+
+def test_the_timing_asks_for_the_band_in_times_from_the_reference_and_keeps_why_it_stopped(
+    make_judge):
+  """SandboxConfig.speedup_band: the judge turns it into the candidate's times from the
+  reference's (2 ms here), the slow start added on the slow side."""
+  judge, _, _ = make_judge(speedup_band=(1.0, 4.0), band_slow_start=0.25, band_min_trials=6)
+  asked = []
+
+  def request(msg, timeout_s, stage):
+    del timeout_s, stage
+    asked.append(msg)
+    return {"ok": True, "median_ms": 9.0, "trials": 6, "audits": [], "stopped": "outside"}
+
+  judge.worker.request = request
+  judge._timing(0)  # pylint: disable=protected-access
+  assert asked[0]["outside_ms"] == pytest.approx((0.5, 2.5))
+  assert asked[0]["outside_min_trials"] == 6
+  assert judge.verdict.evidence["timing_stopped"]["candidate"] == "outside"
+  plain, _, _ = make_judge()
+  plain.worker.request = request
+  plain._timing(0)  # pylint: disable=protected-access
+  assert asked[1]["outside_ms"] is None
+
+
+@pytest.mark.parametrize("band", [(0.0, 3.0), (3.0, 1.0), (1.0,), ("1", 3.0)])
+def test_a_malformed_speedup_band_is_refused(band):
+  with pytest.raises(ValueError, match="speedup_band"):
+    dataclasses.replace(CONFIG, speedup_band=band)

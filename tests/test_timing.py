@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 import weakref
 
@@ -256,3 +257,103 @@ def test_the_stopping_rules_benchmark_replays_the_timings_rule_on_recorded_trial
   assert stopping_rules.weigh(series, 0.01, 10) == {
       "precision": 0.01, "min_trials": 10, "trials": 52, "share": 0.578, "median_off_pct": 0.0,
       "p90_off_pct": 0.0, "max_off_pct": 0.0, "over_2pct": 0}
+
+
+def test_the_band_in_times_comes_from_the_reference_and_the_slow_start():
+  assert timing.band_ms(6.0, (1.0, 3.0), 0.2) == pytest.approx((2.0, 7.2))
+  assert timing.band_ms(6.0, (1.0, float("inf")), 0.0) == (0.0, 6.0)
+  for ref in (None, 0.0, float("nan"), -1.0):
+    assert timing.band_ms(ref, (1.0, 3.0), 0.2) is None
+  assert timing.band_ms(6.0, None, 0.2) is None
+
+
+def test_a_median_is_known_outside_a_band_only_when_its_whole_interval_is():
+  band = (5.0, 10.0)
+  assert timing.known_outside([11.0, 12.0, 11.5, 13.0, 11.2], band)  # all slower
+  assert timing.known_outside([4.0, 4.5, 4.2, 4.1, 4.9], band)  # all faster
+  assert not timing.known_outside([11.0, 12.0, 11.5, 13.0], band)  # 4: no interval at 90%
+  assert not timing.known_outside([11.0, 12.0, 9.0, 13.0, 11.2], band)  # the least inside
+  # With 10 trials one outlier on each side is left out (k = 2).
+  assert timing.known_outside([11.0] * 9 + [9.0], band)
+  assert not timing.known_outside([11.0] * 8 + [9.0, 9.0], band)
+
+
+def _banded(times, band, audits=(), min_trials=10, outside_min_trials=5, precision=0.01):
+  audited = []
+  result = timing.time_forward(_ScriptedTimer(WARMUP + [(t, t) for t in times]), lambda x: x,
+                               lambda s: [s], list(range(len(times) + len(audits) + 2)),
+                               warmup=2, target_s=100.0, min_trials=min_trials,
+                               on_audit=lambda seed, inputs: audited.append(seed),
+                               audit_positions=list(audits), precision=precision,
+                               outside_ms=band, outside_min_trials=outside_min_trials)
+  return result, audited
+
+
+def test_a_timing_known_outside_its_band_stops_at_the_least_trials_after_the_last_audit():
+  slow = [20.0 + 0.5 * (i % 3) for i in range(30)]  # too noisy for 1%, far over 10 ms
+  result, _ = _banded(slow, (5.0, 10.0))
+  assert result["stopped"] == "outside" and result["trials"] == 5
+  result, _ = _banded(slow, (5.0, 10.0), outside_min_trials=7)
+  assert result["trials"] == 7
+  result, audited = _banded(slow, (5.0, 10.0), audits=(2, 8))
+  assert len(audited) == 2 and result["stopped"] == "outside" and result["trials"] == 8
+  fast = [2.0 + 0.1 * (i % 3) for i in range(30)]
+  assert _banded(fast, (5.0, 10.0))[0]["stopped"] == "outside"
+  assert _banded(fast, (5.0, 10.0))[0]["trials"] == 5
+
+
+def test_a_timing_inside_its_band_or_without_one_is_stopped_by_precision_alone():
+  noisy = [7.0 + 0.5 * (i % 3) for i in range(30)]
+  for band in ((5.0, 10.0), None):
+    result, _ = _banded(noisy, band)
+    assert result["stopped"] == "planned" and result["trials"] == 30
+  # Across an edge (the interval holds it): not known outside.
+  across = [9.0, 11.0] * 15
+  assert _banded(across, (5.0, 10.0))[0]["trials"] == 30
+  # Slower than the band but steady: precision stops it at min_trials, if the band does not
+  # first.
+  assert _banded([20.0] * 30, (5.0, 10.0), outside_min_trials=12)[0]["stopped"] == "precision"
+
+
+def test_the_stopping_rules_benchmark_replays_a_band_through_the_timing_itself():
+  from benchmarks import stopping_rules  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  cfg = SandboxConfig()
+  slow = [22.0, 21.0] + [20.0 + 0.5 * (i % 3) for i in range(28)]  # 4 ms reference: 0.2x
+  assert stopping_rules.replay(slow, [0, 1], cfg, None) == slow  # too noisy for 1%
+  kept = stopping_rules.replay(slow, [0, 1], cfg, timing.band_ms(4.0, (1.0, 3.0), 0.2))
+  assert kept == slow[:5]
+  # audited at positions 3 and 9: the first timed trial after the last is the 9th
+  assert stopping_rules.replay(slow, [3, 9], cfg, (1.0, 4.8)) == slow[:9]
+  rows = [{"status": "correct", "reference_ms": 4.0,
+           "evidence": {"timing_times_ms": {"candidate": slow}}},
+          {"status": "correct", "reference_ms": 4.0,  # 1.05x: inside, near the low end
+           "evidence": {"timing_times_ms": {"candidate": [3.8] * 12 + [3.9] * 12 + [3.7]}}},
+          {"status": "incorrect", "reference_ms": 4.0,
+           "evidence": {"timing_times_ms": {"candidate": slow}}}]
+  alone = stopping_rules.weigh_band(rows, None, 0.0, draws=5)
+  banded = stopping_rules.weigh_band(rows, (1.0, 3.0), 0.2, draws=5)
+  assert alone["timings"] == banded["timings"] == 2 and alone["crossed_an_end"] == 0
+  assert banded["trials_share"] < alone["trials_share"] and banded["ms_share"] < alone["ms_share"]
+  assert banded["crossed_an_end"] == 0 and banded["max_off_pct"] == pytest.approx(
+      100 * (21.0 / statistics.median(slow) - 1), abs=0.2)
+
+
+def test_the_worker_hands_the_judges_band_to_the_timing():
+  import types  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import worker, worker_run  # pylint: disable=import-outside-toplevel
+  got = []
+  w = types.SimpleNamespace(time=lambda *a: got.append(a) or {"ok": True}, guard=None)
+  msg = {"cmd": "time", "seeds": [1, 2], "audit_positions": [0], "warmup": 1, "target_s": 1.0,
+         "min_trials": 3, "precision": 0.01, "outside_ms": [0.5, 2.5], "outside_min_trials": 6}
+  assert worker._Worker._answer(w, msg) == {"ok": True}  # pylint: disable=protected-access
+  assert got == [([1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6)]
+  # and on to timing.time_forward
+  kwargs = []
+  w = types.SimpleNamespace(
+      timing=types.SimpleNamespace(time_forward=lambda *a, **k: kwargs.append(k) or {}),
+      timer=None, model=None, _inputs=None, device=torch.device("cpu"),
+      _tamper_violations=lambda: [])
+  reply = worker_run.RunSteps.time(w, [1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6)
+  assert reply["ok"] and kwargs[0]["outside_ms"] == [0.5, 2.5]
+  assert kwargs[0]["outside_min_trials"] == 6 and kwargs[0]["precision"] == 0.01

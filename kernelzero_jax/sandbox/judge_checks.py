@@ -245,6 +245,7 @@ class CandidateSteps:
       ref = self._time_reference(seeds)
     v.reference_facts.update(reference_ms=v.reference_ms, compile_ms=v.compile_ms,
                              reference_trials=ref["trials"])
+    from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
     with self._step("candidate_timing"), self._fence("candidate_timing", timing=True,
@@ -253,7 +254,9 @@ class CandidateSteps:
           {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
            "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
            "min_trials": cfg.min_trials + len(audit_positions),
-           "precision": cfg.timing_precision},
+           "precision": cfg.timing_precision, "outside_ms": timing.band_ms(
+               v.reference_ms, cfg.speedup_band, cfg.band_slow_start),
+           "outside_min_trials": cfg.band_min_trials},
           cfg.timing_timeout_s, "timing"), "timing")
     audits = reply["audits"]
     v.candidate_ms = reply["median_ms"]
@@ -267,7 +270,7 @@ class CandidateSteps:
         if isinstance(got.get("times_ms"), list)}
     v.evidence["timing_stopped"] = {
         side: got["stopped"] for side, got in (("reference", ref), ("candidate", reply))
-        if got.get("stopped") in ("precision", "planned")}
+        if got.get("stopped") in ("precision", "outside", "planned")}
     # What each measured interval held past the end of forward's work on its stream (timing.py):
     # the host's wake-up, and work left on other streams. The reference's, where measured here.
     after = {"reference": ref.get("after_forward_ms"),

@@ -15,6 +15,9 @@ timing stops after at least min_trials once a distribution-free interval for the
 statistics, MEDIAN_CONFIDENCE) lies within +-precision of it (median_interval). A steady kernel
 then stops at min_trials however fast it is; a noisy one goes on toward the target. (Triton's
 do_bench plans its repetitions from a time budget alone, as few as one for a slow kernel.)
+Where the caller needs precision only for some times (`outside_ms`: a reward that tells apart
+speedups between 1x and 3x only), a timing known to lie outside them stops sooner, after at least
+`outside_min_trials` (SandboxConfig.speedup_band).
 
 That interval also holds the host's wake-up from the synchronize, which a machine whose cores are
 busy can stretch by milliseconds (benchmarks/timing_noise.py). So each trial also records an
@@ -141,11 +144,35 @@ class _Inputs:
     return self.current
 
 
+def band_ms(reference_ms: float | None, band: Sequence[float] | None,
+            slow_start: float) -> tuple[float, float] | None:
+  """The candidate times (fast_ms, slow_ms) that a speedup band (low, high; SandboxConfig's
+  speedup_band) needs to precision, from the reference's time: the reference's time over the
+  band's high end, and over its low end with `slow_start` more. None without a band or a
+  positive finite reference time."""
+  if band is None or not reference_ms or not math.isfinite(reference_ms) or reference_ms <= 0:
+    return None
+  low, high = band
+  return reference_ms / high, reference_ms / low * (1.0 + slow_start)
+
+
+def known_outside(times: Sequence[float], band_ms: Sequence[float],
+                  confidence: float = MEDIAN_CONFIDENCE) -> bool:
+  """Whether the median of `times` is known to lie outside `band_ms` (fast_ms, slow_ms): its
+  median_interval wholly under fast_ms or wholly over slow_ms."""
+  interval = median_interval(times, confidence)
+  if interval is None:
+    return False
+  fast_ms, slow_ms = band_ms
+  return interval[1] < fast_ms or interval[0] > slow_ms
+
+
 def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callable[[int], list],
                  seeds: Sequence[int], warmup: int, target_s: float, min_trials: int,
                  on_audit: Callable[[int, list], None] | None = None,
                  audit_positions: Sequence[int] = (), reuse_inputs: bool = False,
-                 precision: float | None = None) -> dict[str, Any]:
+                 precision: float | None = None, outside_ms: Sequence[float] | None = None,
+                 outside_min_trials: int = 5) -> dict[str, Any]:
   """Times `forward` on fresh inputs, one seed per trial (seeds must be long enough), or with
   `reuse_inputs` on the first seed's inputs while they stay as made (the reference only: see the
   module's docstring).
@@ -153,10 +180,12 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   `audit_positions` are trial indices that are not timed: `on_audit(seed, inputs)` runs instead,
   under whatever observation the caller wants; every one of them comes before a timing stopped
   for `precision` (the module's docstring), which stops only after min_trials positions and the
-  last audit. Returns {"median_ms", "times_ms", "trials", "planned", "stopped",
-  "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"} (planned: the positions the
-  target asked for, audits included; stopped: "precision" where the timing stopped before them,
-  else "planned"; after_forward_ms: the median over
+  last audit. `outside_ms` (fast_ms, slow_ms): the times the caller needs to `precision`; a
+  timing whose median is known to lie outside them (known_outside) stops after at least
+  `outside_min_trials` timed trials and the last audit. Returns {"median_ms", "times_ms",
+  "trials", "planned", "stopped", "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"}
+  (planned: the positions the target asked for, audits included; stopped: "precision" or
+  "outside" where the timing stopped before them, else "planned"; after_forward_ms: the median over
   trials of the measured time past the end of forward's work on its stream, where the timer tells
   it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
   trials of the wall time spent getting the trial's input set, 0 where one was reused;
@@ -198,9 +227,15 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
         after.append(t - on_stream)
       inputs_ms.append((made - started) * 1e3)
       beyond_ms.append((time.perf_counter() - started) * 1e3 - t)
-      if (precision is not None and i + 1 < n and i + 1 >= min_trials and i >= last_audit
+      if i + 1 >= n or i < last_audit:
+        continue
+      if (precision is not None and i + 1 >= min_trials
           and precise_enough(times, precision)):
         stopped = "precision"
+        break
+      if (outside_ms is not None and len(times) >= outside_min_trials
+          and known_outside(times, outside_ms)):
+        stopped = "outside"
         break
   return {"median_ms": statistics.median(times) if times else None, "times_ms": times,
           "trials": len(times), "planned": n, "stopped": stopped,

@@ -343,7 +343,8 @@ class _Worker(BuildSteps, RunSteps):
         return self.run(msg["seed"], msg.get("profile", False))
       if cmd == "time":
         return self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
-                         msg["min_trials"], msg.get("precision"))
+                         msg["min_trials"], msg.get("precision"), msg.get("outside_ms"),
+                         msg.get("outside_min_trials", 5))
       if cmd == "release":
         return self.release()
       if cmd == "drop":
