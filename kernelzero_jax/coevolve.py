@@ -36,7 +36,8 @@ import numpy as np
 
 from kernelzero_jax import atomic_file
 from kernelzero_jax import configs
-from kernelzero_jax.coder.environment import DEFAULT_MODULES, CoderEnvironment, load_modules
+from kernelzero_jax.coder.environment import (DEFAULT_MODULES, CoderEnvironment, load_modules,
+                                              sandbox_for_reward)
 from kernelzero_jax.metrics import MetricsWriter, read_jsonl
 from kernelzero_jax.model.sharding import ShardingConfig
 from kernelzero_jax.policy import PolicyConfig, load_policy
@@ -89,6 +90,9 @@ class CoevolveConfig:
   seed_teacher_max_ops: int = 0       # each of at most this many operations (0: any number)
   seed_teacher_kinds: tuple[str, ...] = KINDS  # and of these kinds (teacher.family.KINDS)
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+  # The Coder's candidates timed precisely only between the speedups its reward tells apart
+  # (coder.environment.sandbox_for_reward); the rounds' evaluations time all as `sandbox` says.
+  time_rewarded_speedups: bool = True
   max_parallel: int = 0               # concurrent sandbox judges; 0: one per CPU core
   eval: RoundEvalConfig = RoundEvalConfig()
   checkpoint_every: int = 1           # global steps; phase ends are always checkpointed
@@ -254,8 +258,10 @@ class Coevolution:
     mesh = config.sharding.make_mesh() if config.use_mesh else None
     coder_model, self.coder_tokenizer = load_policy(config.coder_policy, "float32")
     proposer_model, proposer_tokenizer = load_policy(config.proposer_policy, "float32")
+    sandbox = (sandbox_for_reward(config.sandbox, config.coder)
+               if config.time_rewarded_speedups else config.sandbox)
     self.coder_env = PoolCoderEnvironment(self.pool, self.coder_tokenizer, config.backend,
-                                          config.sandbox, config.max_parallel or None,
+                                          sandbox, config.max_parallel or None,
                                           config.prompt_style)
 
     def learner(lcfg, model, tokenizer, env):

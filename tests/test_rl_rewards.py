@@ -1,5 +1,6 @@
 """Reward schedules on hand-made groups."""
 
+import dataclasses
 import math
 
 import pytest
@@ -91,3 +92,62 @@ def test_summarize():
   assert s["reward_mean_by_status"]["timeout"] == 0.0
   ungated = [rewards.compute_group_rewards("additive", g1, CFG)[1]]
   assert rewards.summarize(ungated)["gate_open_rate"] is None
+
+
+def test_the_rewarded_speedups_are_those_where_the_speed_term_moves():
+  cfg = rewards.RewardConfig(speed_clip=2.0)
+  for schedule in ("ca_grpo", "additive"):
+    for term in ("clipped_linear", "log"):
+      c = dataclasses.replace(cfg, speed_term=term)
+      low, high = rewards.rewarded_speedups(schedule, c)
+      assert (low, high) == (1.0, 3.0)
+      # S is flat outside (low, high) and moves inside it
+      s = lambda x, c=c: rewards.speed_term({"speedup": x}, c)  # pylint: disable=unnecessary-lambda-assignment
+      assert s(0.2) == s(low) == 0.0 and s(high) == s(50.0) > s(2.0) > 0.0
+  # kevin reads the raw speedup; correctness_only and the environment's read none
+  for schedule in ("kevin", "correctness_only", "environment"):
+    assert rewards.rewarded_speedups(schedule, cfg) is None
+  with pytest.raises(ValueError, match="unknown reward schedule"):
+    rewards.rewarded_speedups("nope", cfg)
+
+
+@pytest.fixture
+def registered():
+  """Registers test entries for the test, and takes them out after it."""
+  names = []
+  yield names.append
+  for name in names:
+    for table in (rewards.SPEED_TERMS, rewards.SPEED_TERM_BANDS, rewards.REWARD_SCHEDULES):
+      table.pop(name, None)
+    rewards.SPEED_THROUGH_TERM.discard(name)
+
+
+def test_a_term_or_schedule_registered_without_a_band_leaves_timings_as_they_are(registered):
+  for name in ("test_sqrt", "test_step", "test_squared"):
+    registered(name)
+  rewards.register_speed_term("test_sqrt")(lambda speedup, config: speedup ** 0.5)
+  assert rewards.rewarded_speedups("ca_grpo", RewardConfig(speed_term="test_sqrt")) is None
+  rewards.register_speed_term("test_step", band=lambda c: (2.0, 2.5))(
+      lambda speedup, config: float(speedup >= 2.0))
+  cfg = RewardConfig(speed_term="test_step")
+  assert rewards.rewarded_speedups("ca_grpo", cfg) == (2.0, 2.5)
+  rewards.register_reward_schedule("test_squared")(
+      lambda results, config: ([r["speedup"] ** 2 for r in results], {}))
+  assert rewards.rewarded_speedups("test_squared", cfg) is None
+  rewards.REWARD_SCHEDULES.pop("test_squared")
+  rewards.register_reward_schedule("test_squared", speed_through_term=True)(
+      lambda results, config: ([rewards.speed_term(r, config) for r in results], {}))
+  assert rewards.rewarded_speedups("test_squared", cfg) == (2.0, 2.5)
+
+
+def test_the_coders_sandbox_takes_its_rewards_band_unless_it_has_one():
+  from kernelzero_jax.coder.environment import sandbox_for_reward  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.rl.learner import LearnerConfig  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  sandbox = SandboxConfig(device="cpu")
+  learner = LearnerConfig(reward=rewards.RewardConfig(speed_clip=1.0))
+  assert sandbox_for_reward(sandbox, learner).speedup_band == (1.0, 2.0)
+  own = dataclasses.replace(sandbox, speedup_band=(0.5, 4.0))
+  assert sandbox_for_reward(own, learner) is own
+  kevin = dataclasses.replace(learner, reward_schedule="kevin")
+  assert sandbox_for_reward(sandbox, kevin) is sandbox

@@ -9,6 +9,7 @@ are judged once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Sequence
@@ -17,7 +18,8 @@ import numpy as np
 
 from kernelzero_jax.coder import prompts as prompts_lib
 from kernelzero_jax.coder.extract import extract_code
-from kernelzero_jax.rl.learner import Completion, Prompt
+from kernelzero_jax.rl import rewards
+from kernelzero_jax.rl.learner import Completion, LearnerConfig, Prompt
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.sandbox.evaluate import Job, SandboxPool, cuda_visible
@@ -58,6 +60,16 @@ def _result(verdict: V.Verdict) -> dict:
   return {"correct": verdict.correct, "status": verdict.status, "speedup": verdict.speedup,
           "reasons": list(verdict.reasons[:3]), "reference_error": verdict.reference_error,
           "degenerate": list(verdict.degenerate)}
+
+
+def sandbox_for_reward(sandbox: SandboxConfig, learner: LearnerConfig) -> SandboxConfig:
+  """`sandbox` with its candidates' timings precise only between the speedups the Coder's reward
+  tells apart (rewards.rewarded_speedups -> SandboxConfig.speedup_band); as it is where it sets
+  a band itself, or where the reward's is not known."""
+  if sandbox.speedup_band is not None:
+    return sandbox
+  band = rewards.rewarded_speedups(learner.reward_schedule, learner.reward)
+  return sandbox if band is None else dataclasses.replace(sandbox, speedup_band=band)
 
 
 class CoderEnvironment:

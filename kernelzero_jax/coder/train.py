@@ -16,7 +16,8 @@ import logging
 from typing import Any
 
 from kernelzero_jax import configs
-from kernelzero_jax.coder.environment import DEFAULT_MODULES, CoderEnvironment, load_modules
+from kernelzero_jax.coder.environment import (DEFAULT_MODULES, CoderEnvironment, load_modules,
+                                              sandbox_for_reward)
 from kernelzero_jax.model.sharding import ShardingConfig
 from kernelzero_jax.policy import PolicyConfig, load_policy
 from kernelzero_jax.rl.learner import Learner, LearnerConfig
@@ -33,6 +34,9 @@ class CoderRunConfig:
   modules: tuple[str, ...] = ()
   prompt_style: str = "one_shot"  # coder.prompts.PROMPT_STYLES
   sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+  # Candidates' timings precise only between the speedups the reward tells apart
+  # (environment.sandbox_for_reward): the same rewards, fewer timing trials on the GPU.
+  time_rewarded_speedups: bool = True
   max_parallel: int = 0  # concurrent sandbox judges; 0: one per CPU core
   # Lay the policy out on a mesh of all visible devices (FSDP x TP, by `sharding`'s rules);
   # needed when fp32 master weights and Adam state do not fit one device (a 7B policy).
@@ -50,7 +54,9 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
     raise configs.ConfigError(f"no usable training module in {config.modules or DEFAULT_MODULES}"
                               + (f": {problems}" if problems else ""))
   model, tokenizer = load_policy(config.policy, "float32")
-  env = CoderEnvironment(tasks, tokenizer, config.backend, config.sandbox,
+  sandbox = (sandbox_for_reward(config.sandbox, config.learner)
+             if config.time_rewarded_speedups else config.sandbox)
+  env = CoderEnvironment(tasks, tokenizer, config.backend, sandbox,
                          max_parallel=config.max_parallel or None, prompt_style=config.prompt_style)
   eos = eos_token_ids(tokenizer, model.config)
   pad_id = pad_token_id(tokenizer, eos)

@@ -7,12 +7,15 @@ Registering your own schedule takes a few lines:
 
     from kernelzero_jax.rl import rewards
 
-    @rewards.register_reward_schedule("speed_only")
+    @rewards.register_reward_schedule("speed_only", speed_through_term=True)
     def speed_only(results, config):
       s = [rewards.speed_term(r, config) if r["correct"] else 0.0 for r in results]
       return s, rewards.group_info(results, s, config, gate_open=None)
 
     rewards.compute_group_rewards("speed_only", results, rewards.RewardConfig())
+
+`speed_through_term=True` says that it reads speed through speed_term alone: the Coder's sandbox
+then times candidates precisely only where the term moves (rewarded_speedups).
 """
 
 from __future__ import annotations
@@ -39,19 +42,31 @@ class RewardConfig:
 # slower than the reference) and saturate at speedup 1 + speed_clip, so reward hacking on timing
 # outliers is bounded and the two forms are comparable ablations.
 SPEED_TERMS: Registry[Callable[[float, RewardConfig], float]] = Registry("speed term")
+# The speedups between which each speed term changes (flat outside them), where known: what a
+# timing needs to measure precisely for it (rewarded_speedups).
+SPEED_TERM_BANDS: dict[str, Callable[[RewardConfig], tuple[float, float]]] = {}
 
 
-def register_speed_term(name: str):
+def register_speed_term(name: str,
+                        band: Callable[[RewardConfig], tuple[float, float]] | None = None):
+  """Decorator registering `fn(speedup, config) -> S` under `name`; `band(config)`, where
+  given, the speedups (low, high) outside which S does not change."""
+  if band is not None:
+    SPEED_TERM_BANDS[name] = band
   return SPEED_TERMS.register(name)
 
 
-@register_speed_term("clipped_linear")
+def _one_to_the_clip(config: RewardConfig) -> tuple[float, float]:
+  return 1.0, 1.0 + config.speed_clip
+
+
+@register_speed_term("clipped_linear", band=_one_to_the_clip)
 def clipped_linear(speedup: float, config: RewardConfig) -> float:
   """S = clip(speedup - 1, 0, speed_clip)."""
   return min(max(speedup - 1.0, 0.0), config.speed_clip)
 
 
-@register_speed_term("log")
+@register_speed_term("log", band=_one_to_the_clip)
 def log_speed(speedup: float, config: RewardConfig) -> float:
   """S = clip(log(speedup), 0, log(1 + speed_clip)): same saturation point as clipped_linear."""
   return min(max(math.log(speedup), 0.0), math.log1p(config.speed_clip))
@@ -91,11 +106,29 @@ def group_info(results: Sequence[Result], rewards: Sequence[float], config: Rewa
 # ---- schedules: (results of ONE group, config) -> (rewards, info).
 RewardSchedule = Callable[[Sequence[Result], RewardConfig], tuple[list[float], dict[str, Any]]]
 REWARD_SCHEDULES: Registry[RewardSchedule] = Registry("reward schedule")
+# Schedules that read a result's speed through speed_term only (rewarded_speedups).
+SPEED_THROUGH_TERM: set[str] = set()
 
 
-def register_reward_schedule(name: str) -> Callable[[RewardSchedule], RewardSchedule]:
-  """Decorator registering `fn(results, config) -> (rewards, info)` under `name` (see module doc)."""
+def register_reward_schedule(name: str, speed_through_term: bool = False
+                             ) -> Callable[[RewardSchedule], RewardSchedule]:
+  """Decorator registering `fn(results, config) -> (rewards, info)` under `name` (see module
+  doc); `speed_through_term`: it reads a result's speedup through speed_term alone."""
+  if speed_through_term:
+    SPEED_THROUGH_TERM.add(name)
   return REWARD_SCHEDULES.register(name)
+
+
+def rewarded_speedups(schedule: str, config: RewardConfig) -> tuple[float, float] | None:
+  """The speedups between which `schedule`'s reward changes with a result's speedup, where that
+  is known: the schedule reads speed through speed_term alone and the term has a band. None
+  otherwise (kevin's raw speedup; a term or schedule registered without saying). The Coder's
+  sandbox times candidates outside them less precisely (SandboxConfig.speedup_band)."""
+  get_reward_schedule(schedule)  # an unknown name is an error here too
+  band = SPEED_TERM_BANDS.get(config.speed_term)
+  if schedule not in SPEED_THROUGH_TERM or band is None:
+    return None
+  return band(config)
 
 
 def get_reward_schedule(name: str) -> RewardSchedule:
@@ -113,7 +146,7 @@ def _accuracy(results: Sequence[Result]) -> float:
   return sum(bool(r["correct"]) for r in results) / len(results)
 
 
-@register_reward_schedule("ca_grpo")
+@register_reward_schedule("ca_grpo", speed_through_term=True)
 def ca_grpo(results, config):
   """Correctness-aware: wrong 0; correct 1 + T(G)*beta*S, T(G) = 1 iff accuracy >= alpha.
 
@@ -133,7 +166,7 @@ def correctness_only(results, config):
   return rewards, group_info(results, rewards, config, gate_open=None)
 
 
-@register_reward_schedule("additive")
+@register_reward_schedule("additive", speed_through_term=True)
 def additive(results, config):
   """ca_grpo without the gate: correct 1 + beta*S."""
   rewards = [1.0 + config.beta * speed_term(r, config) if r["correct"] else 0.0 for r in results]
