@@ -118,6 +118,12 @@ class CoevolveConfig:
       raise ValueError(f"apis not in the catalog: {unknown}")
 
   @property
+  def coder_sandbox(self) -> SandboxConfig:
+    """The sandbox config the Coder's RL judges with (time_rewarded_speedups)."""
+    return (sandbox_for_reward(self.sandbox, self.coder) if self.time_rewarded_speedups
+            else self.sandbox)
+
+  @property
   def steps_per_round(self) -> int:
     return self.proposer.num_steps + self.coder.num_steps
 
@@ -258,10 +264,8 @@ class Coevolution:
     mesh = config.sharding.make_mesh() if config.use_mesh else None
     coder_model, self.coder_tokenizer = load_policy(config.coder_policy, "float32")
     proposer_model, proposer_tokenizer = load_policy(config.proposer_policy, "float32")
-    sandbox = (sandbox_for_reward(config.sandbox, config.coder)
-               if config.time_rewarded_speedups else config.sandbox)
     self.coder_env = PoolCoderEnvironment(self.pool, self.coder_tokenizer, config.backend,
-                                          sandbox, config.max_parallel or None,
+                                          config.coder_sandbox, config.max_parallel or None,
                                           config.prompt_style)
 
     def learner(lcfg, model, tokenizer, env):

@@ -151,3 +151,13 @@ def test_the_coders_sandbox_takes_its_rewards_band_unless_it_has_one():
   assert sandbox_for_reward(own, learner) is own
   kevin = dataclasses.replace(learner, reward_schedule="kevin")
   assert sandbox_for_reward(sandbox, kevin) is sandbox
+
+
+def test_coevolution_and_the_coders_rl_judge_with_the_rewards_band_unless_told_not_to():
+  from kernelzero_jax.coder.train import CoderRunConfig  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.coevolve import CoevolveConfig  # pylint: disable=import-outside-toplevel
+  for config in (CoevolveConfig(), CoderRunConfig()):
+    assert config.sandbox.speedup_band is None  # evaluations: every timing to its precision
+    assert config.coder_sandbox.speedup_band == (1.0, 3.0)
+    assert dataclasses.replace(config, time_rewarded_speedups=False).coder_sandbox is (
+        config.sandbox)

@@ -43,6 +43,12 @@ class CoderRunConfig:
   use_mesh: bool = False
   sharding: ShardingConfig = ShardingConfig()
 
+  @property
+  def coder_sandbox(self) -> SandboxConfig:
+    """The sandbox config the Coder's RL judges with (time_rewarded_speedups)."""
+    return (sandbox_for_reward(self.sandbox, self.learner) if self.time_rewarded_speedups
+            else self.sandbox)
+
 
 def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
   # pylint: disable-next=import-outside-toplevel
@@ -54,9 +60,7 @@ def build_learner(config: CoderRunConfig, progress: bool = True) -> Learner:
     raise configs.ConfigError(f"no usable training module in {config.modules or DEFAULT_MODULES}"
                               + (f": {problems}" if problems else ""))
   model, tokenizer = load_policy(config.policy, "float32")
-  sandbox = (sandbox_for_reward(config.sandbox, config.learner)
-             if config.time_rewarded_speedups else config.sandbox)
-  env = CoderEnvironment(tasks, tokenizer, config.backend, sandbox,
+  env = CoderEnvironment(tasks, tokenizer, config.backend, config.coder_sandbox,
                          max_parallel=config.max_parallel or None, prompt_style=config.prompt_style)
   eos = eos_token_ids(tokenizer, model.config)
   pad_id = pad_token_id(tokenizer, eos)
