@@ -63,7 +63,9 @@ instead of SandboxConfig.min_trials's; with `regahead`, large models' pages regi
 the GPU hold in which they move, under the start-up fence, instead of in it
 (SandboxConfig.register_uploads_ahead: host_registration.register_ahead); with `bandL-H` (e.g.
 `band1-3`, `band1-inf`), candidates' timings precise only for speedups between L and H
-(SandboxConfig.speedup_band, which the Coder's RL sets from its reward), not for all.
+(SandboxConfig.speedup_band, which the Coder's RL sets from its reward), not for all; with
+`noledger`, a judge keeps its weights on the GPU between holds only where every judge on it could
+keep as much, not where those kept now and its own fit (SandboxConfig.weights_ledger).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -119,11 +121,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
-              "regahead")
+              "regahead", "noledger")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:regahead]"
+             "[:regahead][:noledger]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -308,6 +310,8 @@ class BenchPath(NamedTuple):
   register_ahead: bool = False
   # candidates' timings precise only between these speedups (SandboxConfig.speedup_band)
   speedup_band: tuple[float, float] | None = None
+  # weights kept on the GPU where those kept now fit (SandboxConfig.weights_ledger)
+  weights_ledger: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -330,7 +334,8 @@ def parse_path(path: str) -> BenchPath:
   kernels outside every hold only told, not made again; `precX`: timings stopped once their
   median is known to +-X (`prec0`: every timing runs to its target); `mtN`: at least N timed
   trials; `regahead`: large models' pages registered before the hold they move in; `bandL-H`:
-  candidates' timings precise only for speedups between L and H)."""
+  candidates' timings precise only for speedups between L and H; `noledger`: weights kept on the
+  GPU between holds only where every judge could keep as much)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -381,7 +386,7 @@ def parse_path(path: str) -> BenchPath:
                    "pageable" not in flags_given, "secondfirst" not in flags_given,
                    "pristine" not in flags_given, "allseed" in flags_given,
                    "noretime" not in flags_given, precision, min_trials,
-                   "regahead" in flags_given, band)
+                   "regahead" in flags_given, band, "noledger" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -507,7 +512,8 @@ def run() -> dict:
                                              else path.min_trials),
                                  register_uploads_ahead=(base.register_uploads_ahead
                                                          or path.register_ahead),
-                                 speedup_band=path.speedup_band or base.speedup_band)
+                                 speedup_band=path.speedup_band or base.speedup_band,
+                                 weights_ledger=base.weights_ledger and path.weights_ledger)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -294,12 +294,13 @@ def test_a_worker_gives_back_its_last_tensors_on_release_and_goes_on():
     shutil.rmtree(judge.workdir, ignore_errors=True)
 
 
-def _judge_of(source: str, judges: int = 24):
+def _judge_of(source: str, judges: int = 24, **config):
   """The parts of a Judge that its memory model reads (no GPU here: an H200's memory size)."""
   import types  # pylint: disable=import-outside-toplevel
   stub = types.SimpleNamespace(
       problem=problem, ref_mod=problem.load_module(source, "kz_memory_model_ref"),
-      job={"judges_on_gpu": judges}, cfg=SandboxConfig(device="cuda", gpu_concurrency=4),
+      job={"judges_on_gpu": judges},
+      cfg=SandboxConfig(device="cuda", gpu_concurrency=4, **config), _weights_place=None,
       verdict=V.Verdict(status=V.RUNTIME_ERROR, backend="cuda"),
       torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
           get_device_properties=lambda device: types.SimpleNamespace(total_memory=140 * GiB))),
@@ -377,18 +378,65 @@ def _apart(stub) -> bool:
   return judge_lib.Judge._weights_apart.func(stub)  # pylint: disable=protected-access
 
 
-def test_a_judge_of_large_weights_keeps_them_off_the_gpu_between_holds():
-  large = _judge_of(LINEAR.format(n=1 << 15))  # level-2 problem 59's Linear
+def test_without_the_ledger_a_judge_of_large_weights_keeps_them_off_the_gpu_between_holds():
+  large = _judge_of(LINEAR.format(n=1 << 15), weights_ledger=False)  # level-2 problem 59's
   assert _apart(large)
   assert large.verdict.evidence["weights_apart"] == {
       "weight_bytes": 4 * GiB + (128 << 10), "gpu_bytes": 140 * GiB, "judges_on_gpu": 24}
-  alone = _judge_of(LINEAR.format(n=1 << 15), judges=1)
+  alone = _judge_of(LINEAR.format(n=1 << 15), judges=1, weights_ledger=False)
   assert not _apart(alone) and "weights_apart" not in alone.verdict.evidence
-  small = _judge_of(LINEAR.format(n=1 << 13))
+  small = _judge_of(LINEAR.format(n=1 << 13), weights_ledger=False)
   assert not _apart(small)
-  on_the_cpu = _judge_of(LINEAR.format(n=1 << 15))
+  on_the_cpu = _judge_of(LINEAR.format(n=1 << 15), weights_ledger=False)
   on_the_cpu.device = torch.device("cpu")
   assert not _apart(on_the_cpu)
+
+
+def test_judges_keep_weights_on_the_gpu_while_those_kept_now_fit_its_share(monkeypatch,
+                                                                             tmp_path):
+  """gpu_budget.weights_kept: 10% of a 140 GiB GPU holds one judge of problem 59 (twice 4 GiB),
+  not two; the second keeps them once the first has let go."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  first = _judge_of(LINEAR.format(n=1 << 15))
+  assert not _apart(first) and first._weights_place is not None  # pylint: disable=protected-access
+  second = _judge_of(LINEAR.format(n=1 << 15))
+  assert _apart(second) and second._weights_place is None  # pylint: disable=protected-access
+  assert second.verdict.evidence["weights_apart"] == {
+      "weight_bytes": 4 * GiB + (128 << 10), "gpu_bytes": 140 * GiB,
+      "kept_by_others_bytes": 2 * (4 * GiB + (128 << 10))}
+  first._weights_place.close()  # pylint: disable=protected-access
+  third = _judge_of(LINEAR.format(n=1 << 15))
+  assert not _apart(third)
+  third._weights_place.close()  # pylint: disable=protected-access
+  # 24 judges of an 8192 x 8192 GEMM (256 MiB) all keep theirs (12 GiB of 14)
+  gemms = [_judge_of(LINEAR.format(n=1 << 13)) for _ in range(24)]
+  assert not any(_apart(j) for j in gemms)
+  for j in gemms:
+    j._weights_place.close()  # pylint: disable=protected-access
+  on_the_cpu = _judge_of(LINEAR.format(n=1 << 15))
+  on_the_cpu.device = torch.device("cpu")
+  assert not _apart(on_the_cpu) and on_the_cpu._weights_place is None  # pylint: disable=protected-access
+
+
+def test_the_weights_ledger_counts_live_places_only(tmp_path):
+  """A place is held by its holder's lock: a holder gone (its file left, unlocked) is not
+  counted, and its file goes; places of another GPU are another ledger's."""
+  share = int(gpu_budget.WEIGHTS_KEPT_SHARE * 100 * GiB)
+  with gpu_budget.weights_kept(0, share // 4, 100 * GiB, str(tmp_path)) as (kept, others):
+    assert kept and others == 0
+    with gpu_budget.weights_kept(0, share // 4, 100 * GiB, str(tmp_path)) as (kept, others):
+      assert kept and others == share // 2
+      with gpu_budget.weights_kept(0, 1, 100 * GiB, str(tmp_path)) as (kept, others):
+        assert not kept and others == share
+      with gpu_budget.weights_kept(1, share // 2, 100 * GiB, str(tmp_path)) as (kept, others):
+        assert kept and others == 0  # GPU 1
+  ledger = tmp_path / "kernelzero_sandbox_gpu0.weights"
+  assert sorted(p.name for p in ledger.iterdir()) == ["ledger.lock"]  # both given back
+  (ledger / "12345.dead.place").write_text(str(share))  # a holder killed before it let go
+  with gpu_budget.weights_kept(0, share // 2, 100 * GiB, str(tmp_path)) as (kept, others):
+    assert kept and others == 0
+  assert not (ledger / "12345.dead.place").exists()
 
 
 def test_judges_of_large_weights_take_the_hosts_memory_a_few_at_a_time(monkeypatch, tmp_path):
@@ -415,7 +463,7 @@ def test_a_judge_of_large_weights_holds_a_host_memory_slot_until_it_lets_go(monk
   import types  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=24 * GiB))
-  large = _judge_of(LINEAR.format(n=1 << 15))
+  large = _judge_of(LINEAR.format(n=1 << 15), weights_ledger=False)
   assert _apart(large)
   large._host_memory = None  # pylint: disable=protected-access
   judge_lib.Judge._take_host_memory(large)  # pylint: disable=protected-access
@@ -426,3 +474,20 @@ def test_a_judge_of_large_weights_holds_a_host_memory_slot_until_it_lets_go(monk
   large._host_memory.close()  # pylint: disable=protected-access
   with gpu_budget.host_memory_hold(4 * GiB, 24 * GiB, wait=False) as other:
     assert other == 1
+
+
+def test_a_judge_gives_its_weights_place_back_after_its_reference_memory():
+  import types  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_gpu  # pylint: disable=import-outside-toplevel
+  import contextlib  # pylint: disable=import-outside-toplevel
+  order = []
+  place = contextlib.ExitStack()
+  place.callback(lambda: order.append("place"))
+  stub = types.SimpleNamespace(
+      _weights_place=place, ref_model="on the gpu", second_reference="on the cpu",
+      torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
+          empty_cache=lambda: order.append(("empty_cache", stub.ref_model)))))
+  judge_gpu.GpuSteps._give_weights_place_back(stub)  # pylint: disable=protected-access
+  assert order == [("empty_cache", None), "place"] and stub._weights_place is None  # pylint: disable=protected-access
+  judge_gpu.GpuSteps._give_weights_place_back(stub)  # pylint: disable=protected-access
+  assert len(order) == 2  # once

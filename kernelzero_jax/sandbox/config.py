@@ -86,6 +86,14 @@ class SandboxConfig:
   # its checks to its timing and on, instead of freeing it (in itself and its worker) before
   # each hold ends.
   keep_memory_between_holds: bool = True
+  # A judge keeps its problem's model weights on the GPU between its holds where the weights
+  # the judges on it keep now, and its own, fit the weights' share of its memory (a ledger of
+  # lock files: gpu_budget.weights_kept); otherwise its whole evaluation runs in one hold of the
+  # whole GPU (Judge._weights_apart). False: only where every judge on it could keep as much
+  # (gpu_budget.weights_kept_fit), the same bound counted over judges that might: on an H100 with
+  # 24 judges, 85 of a batch of 259 (75 level-2 GEMMs of 256 MiB, 10 of problem 59) then ran
+  # alone for it.
+  weights_ledger: bool = True
   # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
   # when they start (judge_gpu.warm_up_device), instead of under the GPU hold.
   judge_warm_up: bool = True

@@ -12,6 +12,7 @@ import math
 import os
 import random
 import tempfile
+from typing import Iterator
 
 
 def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
@@ -154,6 +155,67 @@ def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1) -> bool
   Otherwise its whole evaluation runs in one hold of the whole GPU, its reference uploaded in it
   (Judge._weights_apart)."""
   return judges * 2 * weight_bytes <= WEIGHTS_KEPT_SHARE * gpu_bytes
+
+
+@contextlib.contextmanager
+def weights_kept(device_index: int, weight_bytes: int, gpu_bytes: int,
+                 lock_dir: str | None = None) -> Iterator[tuple[bool, int]]:
+  """A place in one GPU's ledger of the model weights that judges keep on it between their
+  holds, for twice `weight_bytes` (a judge's reference and its worker's candidate), where the
+  places held and this one fit WEIGHTS_KEPT_SHARE of `gpu_bytes`: yields (whether it has one,
+  the bytes the other places hold), the place kept until the context ends. The same bound as
+  weights_kept_fit's, counted over the judges that keep weights now instead of over every judge
+  that could (on an H100 with 24 judges, every level-2 GEMM's 256 MiB judge ran its whole
+  evaluation alone for it). A place is a file its holder keeps locked: the place of a holder that
+  died is not counted, and goes."""
+  directory = os.path.join(lock_dir or tempfile.gettempdir(),
+                           f"kernelzero_sandbox_gpu{device_index}.weights")
+  os.makedirs(directory, exist_ok=True)
+  need = 2 * max(0, int(weight_bytes))
+  place = None
+  with open(os.path.join(directory, "ledger.lock"), "a+") as ledger:
+    fcntl.flock(ledger, fcntl.LOCK_EX)  # one judge at a time reads and adds to the ledger
+    others = _kept_bytes(directory)
+    if others + need <= WEIGHTS_KEPT_SHARE * gpu_bytes:
+      place = tempfile.NamedTemporaryFile(  # pylint: disable=consider-using-with
+          "w", dir=directory, prefix=f"{os.getpid()}.", suffix=".place", delete=False)
+      fcntl.flock(place, fcntl.LOCK_EX)
+      place.write(str(need))
+      place.flush()
+  try:
+    yield place is not None, others
+  finally:
+    if place is not None:
+      with contextlib.suppress(OSError):
+        os.unlink(place.name)
+      place.close()
+
+
+def _kept_bytes(directory: str) -> int:
+  """The bytes the live places of a weights ledger hold (weights_kept); dead holders' go."""
+  kept = 0
+  for name in os.listdir(directory):
+    if not name.endswith(".place"):
+      continue
+    path = os.path.join(directory, name)
+    try:
+      with open(path) as f:
+        if _took_shared(f):  # its holder is gone (or let go between the listing and here)
+          with contextlib.suppress(OSError):
+            os.unlink(path)
+          continue
+        kept += int(f.read().strip() or 0)
+    except (OSError, ValueError):
+      continue
+  return kept
+
+
+def _took_shared(f) -> bool:
+  try:
+    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+  except BlockingIOError:
+    return False
+  return True
 
 
 # The share of the host's memory that judges whose weights stay off the GPU (weights_kept_fit)

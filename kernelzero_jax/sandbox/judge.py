@@ -88,6 +88,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
     self._reference_ahead = None  # its pages registered before that hold (_register_ahead)
     self._host_memory: contextlib.ExitStack | None = None  # its host_memory_hold, if taken
+    # Its place in the GPU's ledger of kept weights (_weights_apart), if it keeps them.
+    self._weights_place: contextlib.ExitStack | None = None
     # Whether the worker waits for this judge to time the reference first (_reference_first,
     # go_gate.py): a Triton worker's go comes from this judge (_let_triton_worker_go, at the
     # latest at a deadline), a CUDA worker's from its prebuilder's hand-over.
@@ -187,6 +189,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       if self._host_memory is not None:  # its models on the CPU go before its slot does
         self.ref_model = self.second_reference = None
         self._host_memory.close()
+      self._give_weights_place_back()
       if self.close_stats is not None:
         v.evidence["fused_compare"].update(fused=self.close_stats.fused,
                                            fallbacks=self.close_stats.fallbacks)

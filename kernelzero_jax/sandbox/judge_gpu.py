@@ -304,18 +304,44 @@ class GpuSteps:
   @functools.cached_property
   def _weights_apart(self) -> bool:
     """Whether this judge's problem has weights too large to keep on a GPU between holds
-    (gpu_budget.weights_kept_fit, evidence["weights_apart"]): then its reference stays on the
-    CPU until its candidate's hold, and everything runs in that one hold of the whole GPU, the
-    worker (and its model) killed in it."""
+    (evidence["weights_apart"]): then its reference stays on the CPU until its candidate's
+    hold, and everything runs in that one hold of the whole GPU, the worker (and its model)
+    killed in it. Too large where the weights the judges on the GPU keep now and these would
+    not fit (gpu_budget.weights_kept, SandboxConfig.weights_ledger), or, without the ledger,
+    where every judge on it could not keep as much (gpu_budget.weights_kept_fit)."""
     if self.device is None or self.device.type != "cuda":
       return False
     sizes, total, judges = self._memory_on_gpu
-    if sizes["weight_bytes"] is None or gpu_budget.weights_kept_fit(sizes["weight_bytes"], total,
-                                                                    judges):
+    weights = sizes["weight_bytes"]
+    if not weights:  # unknown, or none
       return False
-    self.verdict.evidence["weights_apart"] = {"weight_bytes": sizes["weight_bytes"],
-                                              "gpu_bytes": total, "judges_on_gpu": judges}
+    if self.cfg.weights_ledger:
+      place = contextlib.ExitStack()
+      kept, others = place.enter_context(
+          gpu_budget.weights_kept(self.device.index or 0, weights, total))
+      if kept:  # given back when the evaluation ends (Judge.run)
+        self._weights_place = place
+        return False
+      place.close()
+      self.verdict.evidence["weights_apart"] = {"weight_bytes": weights, "gpu_bytes": total,
+                                                "kept_by_others_bytes": others}
+      return True
+    if gpu_budget.weights_kept_fit(weights, total, judges):
+      return False
+    self.verdict.evidence["weights_apart"] = {"weight_bytes": weights, "gpu_bytes": total,
+                                              "judges_on_gpu": judges}
     return True
+
+  def _give_weights_place_back(self) -> None:
+    """The end of an evaluation that kept its weights on the GPU (_weights_apart's ledger place):
+    its reference's memory given back to the driver before the place goes. (Its worker's model
+    went with the worker, or with its "drop" where the worker is kept.)"""
+    if self._weights_place is None:
+      return
+    self.ref_model = self.second_reference = None
+    self.torch.cuda.empty_cache()  # (set by _evaluate, as the place is)
+    self._weights_place.close()
+    self._weights_place = None
 
   def _take_host_memory(self) -> None:
     """Waits for a host-memory slot (gpu_budget.host_memory_hold) before this judge builds its
