@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
-from benchmarks.gpu_steps import read_verdicts, rounded_p90
+from benchmarks.gpu_steps import read_verdicts, rounded_median, rounded_p90
 from kernelzero_jax.sandbox import timing
 from kernelzero_jax.sandbox.config import SandboxConfig
 
@@ -79,6 +79,25 @@ def weigh(series: list[list[float]], precision: float, min_trials: int) -> dict[
           "p90_off_pct": rounded_p90(off),
           "max_off_pct": round(off[-1], 3) if off else None,
           f"over_{OFF_PCT:g}pct": sum(x > OFF_PCT for x in off)}
+
+
+def early_low_ends(series: list[list[float]], least: int = 5, most: int = 9) -> dict[str, Any]:
+  """How slow a timing's start can make a band's stop (SandboxConfig.band_slow_start): per
+  series, the largest low end of the median's interval (timing.median_interval) over its first n
+  trials, n from `least` to `most`, over the whole series' median. A band stops a timing for
+  being slow only where that low end lies over the band's slow side, so these ratios bound the
+  margin a faster kernel needs not to be taken for a slower one."""
+  ratios = []
+  for times in series:
+    whole = statistics.median(times)
+    ends = [interval[0] / whole for n in range(least, min(most, len(times)) + 1)
+            if (interval := timing.median_interval(times[:n]))]
+    if ends:
+      ratios.append(max(ends))
+  ratios.sort()
+  return {"timings": len(ratios), "median": rounded_median(ratios), "p90": rounded_p90(ratios),
+          "max": round(ratios[-1], 3) if ratios else None,
+          "over_1.1": sum(r > 1.1 for r in ratios), "over_1.2": sum(r > 1.2 for r in ratios)}
 
 
 class ReplayTimer:
@@ -146,7 +165,7 @@ def _define_flags() -> None:
   flags.DEFINE_list("precisions", ["0.005", "0.01", "0.02"], "Precisions to replay.")
   flags.DEFINE_list("min_trials", ["5", "10"], "Least trials to replay.")
   flags.DEFINE_list("bands", [], "Speedup bands to replay, low:high (high may be inf).")
-  flags.DEFINE_list("slow_starts", ["0.2"], "band_slow_start values to replay with each band.")
+  flags.DEFINE_list("slow_starts", ["0.25"], "band_slow_start values to replay with each band.")
   flags.DEFINE_integer("draws", 20, "Draws of the audited positions per series.")
   flags.mark_flag_as_required("verdicts")
 
@@ -163,6 +182,8 @@ def main(argv: list[str]) -> None:
   for precision in map(float, args.precisions):
     for least in map(int, args.min_trials):
       print(weigh(series, precision, least))
+  print("the first 5-9 trials' interval low end over the whole median (slow starts):",
+        early_low_ends(series))
   if args.bands:
     print("candidates' timings replayed with audits, at SandboxConfig's precision and trials:")
     print(weigh_band(rows, None, 0.0, args.draws))

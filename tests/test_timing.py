@@ -357,3 +357,13 @@ def test_the_worker_hands_the_judges_band_to_the_timing():
   reply = worker_run.RunSteps.time(w, [1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6)
   assert reply["ok"] and kwargs[0]["outside_ms"] == [0.5, 2.5]
   assert kwargs[0]["outside_min_trials"] == 6 and kwargs[0]["precision"] == 0.01
+
+
+def test_the_stopping_rules_benchmark_bounds_the_slow_starts_a_band_must_allow_for():
+  from benchmarks import stopping_rules  # pylint: disable=import-outside-toplevel
+  steady = [10.0] * 20
+  slow_six = [13.0] * 6 + [10.0] * 20  # the first 5 and 6 trials all slow: low end 1.3x
+  slow_two = [13.0] * 2 + [10.0] * 20  # 3 steady of 5: low end at the median
+  got = stopping_rules.early_low_ends([steady, slow_six, slow_two, [10.0] * 4])  # (4: none)
+  assert got == {"timings": 3, "median": 1.0, "p90": 1.0, "max": 1.3, "over_1.1": 1,
+                 "over_1.2": 1}

@@ -53,14 +53,15 @@ class SandboxConfig:
   # The speedups (the reference's time over the candidate's) worth timing_precision, for a
   # reward that tells apart no others (clipped speed terms: 1x to 3x; the Coder's RL sets it
   # from its reward, coder.environment.sandbox_for_reward). A candidate's timing whose speedup
-  # is known (timing.known_outside) to lie under the first by `band_slow_start` more (timings
-  # start slow: an early median too slow by up to 20% must not put a faster kernel under 1x) or
-  # over the second stops after `band_min_trials` timed trials and the last audit. None: every
-  # timing to timing_precision. Replayed on the recorded trials of a batch of 259 on an H100:
-  # 39% fewer candidate trials, 36% less of their time, no speedup moved across 1x or 3x
-  # (benchmarks/stopping_rules.py; not yet measured in a GPU run).
+  # is known (timing.known_outside) to lie under the first by `band_slow_start` more or over
+  # the second stops after `band_min_trials` timed trials and the last audit. (Timings start
+  # slow: in 1208 recorded on an H100 and an H200, the low end of the median's interval over the
+  # first 5-9 trials lay up to 19.6% over the whole series' median; a faster kernel must not be
+  # taken for one under 1x.) None: every timing to timing_precision. Replayed on the recorded
+  # trials of a batch of 259 on an H100: 37% fewer candidate trials, 35% less of their time, no
+  # speedup moved across 1x or 3x (benchmarks/stopping_rules.py; not yet measured in a GPU run).
   speedup_band: tuple[float, float] | None = None
-  band_slow_start: float = 0.2
+  band_slow_start: float = 0.25
   band_min_trials: int = 5
   num_audits: int = 2  # untimed timing-phase calls whose outputs are checked (anti-replay)
   # The reference (ours) is timed on one input set, made again only where its forward changed it
