@@ -56,7 +56,8 @@ judge_reference.SECOND_REFERENCE_AFTER_S); with `pristine`, each check's input s
 the reference's forward and the worker's compared with that copy, instead of with the reference's
 inputs after its forward (KZ_INPUTS_AGAINST_REFERENCE=0: Judge._inputs_kept); with `allseed`,
 input sets and models seeded by torch.manual_seed, which also queues the seed for backends no
-sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch); with `precX` (e.g. `prec0.02`), timings stopped
+sandbox process uses, formatting the stack for each (KZ_SEED_ALL_BACKENDS=1: problem.seed_torch);
+with `precX` (e.g. `prec0.02`), timings stopped
 once their median is known to +-X instead of SandboxConfig.timing_precision's (`prec0`: every
 timing runs to its target, as before 2026-12-05's evening); with `mtN`, at least N timed trials
 instead of SandboxConfig.min_trials's; with `regahead`, large models' pages registered before

@@ -25,6 +25,7 @@ band than the whole series did.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from typing import Any, Sequence
@@ -55,12 +56,11 @@ def recorded_series(rows: list[dict], least: int = 10) -> list[list[float]]:
 
 
 def stop_at(times: Sequence[float], precision: float, min_trials: int) -> int:
-  """How many of `times` a precision-stopped timing would have run (timing.time_forward's rule,
-  audits aside): the first n >= min_trials whose first n trials are precise enough, else all."""
-  for n in range(min_trials, len(times)):
-    if timing.precise_enough(times[:n], precision):
-      return n
-  return len(times)
+  """How many of `times` a precision-stopped timing would have run (timing.time_forward itself,
+  through replay, without audits): the first n >= min_trials whose first n trials are precise
+  enough, else all."""
+  cfg = dataclasses.replace(SandboxConfig(), timing_precision=precision, min_trials=min_trials)
+  return len(replay(times, (), cfg, None))
 
 
 def weigh(series: list[list[float]], precision: float, min_trials: int) -> dict[str, Any]:

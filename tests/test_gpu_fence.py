@@ -190,6 +190,7 @@ def test_a_judge_takes_a_start_up_slot_for_its_context_only(tmp_path, monkeypatc
 
   class _JudgeSteps:
     _fence = judge_lib.Judge._fence
+    _in_fence = judge_lib.Judge._in_fence
     cfg = SandboxConfig(device="cuda", startups_at_once=2)
     job = {"gpu_index": 0}
     verdict = verdict_lib.Verdict(status="runtime_error", backend="cuda")

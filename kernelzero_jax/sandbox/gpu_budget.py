@@ -200,7 +200,7 @@ def _kept_bytes(directory: str) -> int:
     path = os.path.join(directory, name)
     try:
       with open(path) as f:
-        if _took_shared(f):  # its holder is gone (or let go between the listing and here)
+        if took(f, fcntl.LOCK_SH):  # its holder is gone (or let go between the listing and here)
           with contextlib.suppress(OSError):
             os.unlink(path)
           continue
@@ -210,9 +210,11 @@ def _kept_bytes(directory: str) -> int:
   return kept
 
 
-def _took_shared(f) -> bool:
+def took(f, operation: int) -> bool:
+  """Whether the lock `operation` (fcntl.LOCK_EX or LOCK_SH) on the open file `f` was taken,
+  without waiting for it."""
   try:
-    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    fcntl.flock(f, operation | fcntl.LOCK_NB)
   except BlockingIOError:
     return False
   return True

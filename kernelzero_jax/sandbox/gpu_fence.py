@@ -40,6 +40,8 @@ import tempfile
 import time
 from typing import Iterator, TextIO
 
+from kernelzero_jax.sandbox.gpu_budget import took
+
 POLL_S = 0.002  # how often a timing that holds the GPU looks at the fence again
 SLOT_POLL_S = 0.005  # how often a start-up waiting for a start-up slot looks again
 
@@ -64,7 +66,7 @@ def _startup_slot(device_index: int, slots: int, lock_dir: str | None) -> Iterat
   files = [open(path, "a+") for path in paths]  # pylint: disable=consider-using-with
   try:
     # Whichever slot frees first (flock waits for one given lock only, so this polls).
-    while (taken := next((f for f in files if _took(f, fcntl.LOCK_EX)), None)) is None:
+    while (taken := next((f for f in files if took(f, fcntl.LOCK_EX)), None)) is None:
       time.sleep(SLOT_POLL_S)
     try:
       yield
@@ -104,14 +106,6 @@ def startup_fence(device_index: int, timing: bool, lock_dir: str | None = None,
         fcntl.flock(fence, fcntl.LOCK_UN)
 
 
-def _took(f: TextIO, operation: int) -> bool:
-  try:
-    fcntl.flock(f, operation | fcntl.LOCK_NB)
-  except BlockingIOError:
-    return False
-  return True
-
-
 def _alone_without_waiting(turnstile: TextIO, fence: TextIO,
                            deadline: float | None = None) -> bool | None:
   """The fence alone, for a timing, without ever waiting for a lock: polls until the start-ups
@@ -122,10 +116,10 @@ def _alone_without_waiting(turnstile: TextIO, fence: TextIO,
   closed = False
   try:
     while True:
-      closed = closed or _took(turnstile, fcntl.LOCK_EX)
-      if _took(fence, fcntl.LOCK_EX):
+      closed = closed or took(turnstile, fcntl.LOCK_EX)
+      if took(fence, fcntl.LOCK_EX):
         return True
-      if not _took(fence, fcntl.LOCK_SH):
+      if not took(fence, fcntl.LOCK_SH):
         return False
       fcntl.flock(fence, fcntl.LOCK_UN)  # only start-ups hold it: look again
       if deadline is not None and time.perf_counter() >= deadline:

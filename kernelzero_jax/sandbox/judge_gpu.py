@@ -99,14 +99,9 @@ class GpuSteps:
     from kernelzero_jax.sandbox import gpu_fence  # pylint: disable=import-outside-toplevel
     slots = self.cfg.startups_at_once if slot else 0
     with gpu_fence.startup_fence(self.job.get("gpu_index", 0), timing,
-                                 holding_gpu=holding_gpu, startup_slots=slots) as waited:
-      waits = self.verdict.evidence.setdefault("fence_wait_s", {})
-      waits[name] = round(waits.get(name, 0.0) + waited, 4)
-      self._fence_held = True
-      try:
-        yield
-      finally:
-        self._fence_held = False
+                                 holding_gpu=holding_gpu, startup_slots=slots) as waited, \
+        self._in_fence(name, waited):
+      yield
 
   @contextlib.contextmanager
   def _fence_within(self, name: str, patience_s: float):
@@ -121,13 +116,20 @@ class GpuSteps:
       if waited is None:
         yield False
         return
-      waits = self.verdict.evidence.setdefault("fence_wait_s", {})
-      waits[name] = round(waits.get(name, 0.0) + waited, 4)
-      self._fence_held = True
-      try:
+      with self._in_fence(name, waited):
         yield True
-      finally:
-        self._fence_held = False
+
+  @contextlib.contextmanager
+  def _in_fence(self, name: str, waited: float):
+    """The fence taken (_fence, _fence_within): the wait added up in
+    evidence["fence_wait_s"][name], and timings inside it do not take it again."""
+    waits = self.verdict.evidence.setdefault("fence_wait_s", {})
+    waits[name] = round(waits.get(name, 0.0) + waited, 4)
+    self._fence_held = True
+    try:
+      yield
+    finally:
+      self._fence_held = False
 
   def _open_setup_window(self, kind: str) -> None:
     """A GPU judge opens a window (setup_windows.open_window) before its worker runs candidate
