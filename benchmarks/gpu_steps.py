@@ -34,6 +34,7 @@ from typing import Any, Iterable
 from absl import app
 from absl import flags
 
+from kernelzero_jax.rl import rewards
 from kernelzero_jax.sandbox.judge import STEPS_OFF_THE_HOLD as OFF_HOLD
 
 # Allocated memory that a judge or worker may keep after a release: its model's parameters (a few
@@ -561,6 +562,32 @@ def times_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
   return out
 
 
+def speed_terms_against(rows: list[dict], others: list[dict],
+                        config: rewards.RewardConfig = rewards.RewardConfig()) -> dict[str, Any]:
+  """What two judgings of one batch give a reward, name by name: each candidate correct in both,
+  its speed term S (rewards.speed_term under `config`) in each; how many differ, by how much in
+  all and at most, and how many speedups lie on different sides of the ends of the band that
+  term rewards (rewards.SPEED_TERM_BANDS; none for a term without one). Where a timing rule
+  (SandboxConfig.speedup_band) keeps these as small as two runs of one rule do, no reward saw it."""
+  theirs = {r["name"]: r for r in others}
+  band = rewards.SPEED_TERM_BANDS.get(config.speed_term)
+  ends = band(config) if band else ()
+  deltas, crossed = [], []
+  for r in rows:
+    o = theirs.get(r["name"])
+    if not (r.get("correct") and o and o.get("correct")):
+      continue
+    a, b = rewards.speed_term(r, config), rewards.speed_term(o, config)
+    deltas.append(abs(a - b))
+    sa, sb = r.get("speedup"), o.get("speedup")
+    if isinstance(sa, (int, float)) and isinstance(sb, (int, float)) and any(
+        (sa > end) != (sb > end) for end in ends):
+      crossed.append((r["name"], round(sa, 3), round(sb, 3)))
+  return {"n": len(deltas), "differ": sum(d > 0 for d in deltas),
+          "sum_abs": round(sum(deltas), 4), "max_abs": round(max(deltas, default=0.0), 4),
+          "band": list(ends) or None, "crossed": crossed}
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -794,6 +821,8 @@ def main(argv: list[str]) -> None:
     others = read_verdicts(flags.FLAGS.against, args.problem_regex, args.backend)
     print("\nagainst the other run's verdicts:", verdicts_differ(rows, others))
     print("the other run's times and speedups against these (%):", times_against(rows, others))
+    print("the speed term S of the default reward (rewards.RewardConfig) in both:",
+          speed_terms_against(rows, others))
   if flags.FLAGS.apps_csv:
     print("\nGPU memory outside the holds:",
           memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))

@@ -452,6 +452,27 @@ def test_the_benchmarks_count_the_timings_trials_and_compare_two_judgings_times(
       "speedup": {"n": 2, "median_pct": -2.5, "p90_abs_pct": 0.0, "max_abs_pct": 5.0}}
 
 
+def test_the_benchmarks_compare_two_judgings_speed_terms_and_the_rewarded_bands_ends():
+  """gpu_steps.speed_terms_against: the default reward's S (clip(speedup - 1, 0, 2)) name by
+  name over candidates correct in both; a speedup on the other side of 1x or 3x is listed."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.rl import rewards  # pylint: disable=import-outside-toplevel
+  row = lambda name, speedup, correct=True: {"name": name, "speedup": speedup, "correct": correct}
+  rows = [row("slow", 0.4), row("near", 1.25), row("fast", 3.5), row("edge", 0.98),
+          row("wrong", 2.0, correct=False), row("alone", 2.0)]
+  others = [row("slow", 0.2), row("near", 1.5), row("fast", 2.5), row("edge", 1.02),
+            row("wrong", 2.0)]
+  assert gpu_steps.speed_terms_against(rows, others) == {
+      "n": 4, "differ": 3, "sum_abs": 0.77, "max_abs": 0.5, "band": [1.0, 3.0],
+      "crossed": [("fast", 3.5, 2.5), ("edge", 0.98, 1.02)]}
+  # a wider clip moves the band's upper end: 3.5 and 2.5 now both lie inside it
+  wide = gpu_steps.speed_terms_against(rows, others, rewards.RewardConfig(speed_clip=4.0))
+  assert wide["band"] == [1.0, 5.0] and wide["crossed"] == [("edge", 0.98, 1.02)]
+  assert wide["sum_abs"] == 1.27
+  assert gpu_steps.speed_terms_against([], others) == {
+      "n": 0, "differ": 0, "sum_abs": 0.0, "max_abs": 0.0, "band": [1.0, 3.0], "crossed": []}
+
+
 def test_the_benchmarks_sum_the_timings_fence_waits_with_the_gpu_held_apart_from_those_before():
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   row = lambda waits, first=False: {"evidence": {"fence_wait_s": waits,
