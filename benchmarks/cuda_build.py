@@ -19,6 +19,8 @@ directory once per mode, one build at a time:
          instead of the PCH (SandboxConfig.lite_main_cpp);
   lite_pch  lite, with the binding header precompiled (built with the PCH, once per machine):
          the sandbox's build (SandboxConfig.lite_bind_pch).
+  lite_capi  lite_pch, with main.cpp bound through CPython's API instead of pybind11 where
+         lite_capi.py can (SandboxConfig.lite_capi_main).
 Two more modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
 they also run on a machine without CUDA, with a CPU precompiled header there):
   main_pch   main.cpp as load_inline writes it, with the precompiled torch/extension.h (what
@@ -26,8 +28,10 @@ they also run on a machine without CUDA, with a CPU precompiled header there):
   main_lite  main.cpp as a lite build writes it, against kz_torch_lite_bind.h (what lite
              compiles);
   main_lite_pch  the same main.cpp with the precompiled binding header (what lite_pch
-             compiles).
-Prints each build's seconds and whether it built (a failed fast build falls back to plain, and
+             compiles);
+  main_capi  main.cpp as lite_capi writes it (what lite_capi compiles where it can).
+Prints each build's seconds, the CPU seconds its compilers took (user and system, summed over
+the processes it waited for: what a batch's builds take from the machine's cores) and whether it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -51,13 +56,16 @@ _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
 _MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
                                      "lite_pch"], "Build modes to time.")
 # mode: (the precompiled header, only the named operators' headers, the lite .cu header, the
-# lite main.cpp, its binding header precompiled)
-_FAST_MODES = {"light": (False, False, False, False, False),
-               "ops": (False, True, False, False, False),
-               "pch": (True, False, False, False, False), "fast": (True, True, False, False, False),
-               "lite_cu": (True, True, True, False, False), "lite": (True, True, True, True, False),
-               "lite_pch": (True, True, True, True, True)}
-_MAIN_MODES = ("main_pch", "main_lite", "main_lite_pch")
+# lite main.cpp, its binding header precompiled, main.cpp through CPython's API)
+_FAST_MODES = {"light": (False, False, False, False, False, False),
+               "ops": (False, True, False, False, False, False),
+               "pch": (True, False, False, False, False, False),
+               "fast": (True, True, False, False, False, False),
+               "lite_cu": (True, True, True, False, False, False),
+               "lite": (True, True, True, True, False, False),
+               "lite_pch": (True, True, True, True, True, False),
+               "lite_capi": (True, True, True, True, True, True)}
+_MAIN_MODES = ("main_pch", "main_lite", "main_lite_pch", "main_capi")
 _LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
 _OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
@@ -84,9 +92,10 @@ def captured_calls(path: str) -> list[dict]:
   return calls
 
 
-def written_main_cpp(call: dict, lite: bool) -> str | None:
+def written_main_cpp(call: dict, lite: bool, capi: bool = False) -> str | None:
   """The main.cpp that torch's load_inline writes for `call`, as asked or (`lite`) as a lite
-  build has it written; None if a lite build would not write one for this call."""
+  build has it written (`capi`: through CPython's API); None if a lite build would not write
+  one for this call."""
   import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   written = []
@@ -102,7 +111,7 @@ def written_main_cpp(call: dict, lite: bool) -> str | None:
   try:
     load = cpp_extension.load_inline
     if lite:
-      load = fast_build.fast_load_inline(load, None, lite_object="kz_unused.o")
+      load = fast_build.fast_load_inline(load, None, lite_object="kz_unused.o", capi_main=capi)
     try:
       load(**dict(call, build_directory=tempfile.mkdtemp(prefix="kz_main_")))
     except RuntimeError:
@@ -111,7 +120,9 @@ def written_main_cpp(call: dict, lite: bool) -> str | None:
     cpp_extension._jit_compile = original  # pylint: disable=protected-access
   if lite:
     from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
-    written = [w for w in written if lite_build.BIND_HEADER in w]
+    from kernelzero_jax.sandbox import lite_capi  # pylint: disable=import-outside-toplevel
+    written = [w for w in written if (lite_capi.CAPI_HEADER if capi else lite_build.BIND_HEADER)
+               in w]
   return written[0] if written else None
 
 
@@ -157,9 +168,10 @@ def main(argv):
     header = fast_build.ensure_pch(fast_build.default_cache_dir(),
                                    with_cuda=torch.cuda.is_available())
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
-    if any(_FAST_MODES.get(mode, (False,) * 5)[2] for mode in _MODES.value):
+    if any(_FAST_MODES.get(mode, (False,) * 6)[2] or mode == "main_capi"
+           for mode in _MODES.value):
       fast_build.require_lite(header)
-    if any(mode in ("lite_pch", "main_lite_pch") for mode in _MODES.value):
+    if any(mode in ("lite_pch", "lite_capi", "main_lite_pch") for mode in _MODES.value):
       fast_build.require_bind(header)
   rows = []
   for path in files:
@@ -168,25 +180,27 @@ def main(argv):
         log = []
         if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
           lite, bind = mode != "main_pch", mode == "main_lite_pch"
-          source = written_main_cpp(call, lite=lite)
+          source = written_main_cpp(call, lite=lite, capi=mode == "main_capi")
           attempt = (lambda: compile_main_cpp(source, header, lite=lite, bind=bind)) if source else (
               lambda: (False, "a lite build would not write main.cpp for this call"))
         else:
           if mode == "plain":
             build = load_inline
           else:
-            pch, op_headers, lite, lite_main, bind = _FAST_MODES[mode]
+            pch, op_headers, lite, lite_main, bind, capi = _FAST_MODES[mode]
             build = fast_build.fast_load_inline(
                 load_inline, header if pch else None, log.append, op_headers=op_headers,
                 lite_object=fast_build.lite_object_of(header) if lite else None,
-                lite_main=lite_main, bind_dir=fast_build.bind_dir_of(header) if bind else None)
+                lite_main=lite_main, bind_dir=fast_build.bind_dir_of(header) if bind else None,
+                capi_main=capi)
           args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                       build_directory=tempfile.mkdtemp(prefix="kz_build_"))
           attempt = lambda: _built(build, args)  # pylint: disable=cell-var-from-loop
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu_s()
         ok, error = attempt()
         row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
-               "seconds": round(time.perf_counter() - t0, 2), "log": log, "error": error}
+               "seconds": round(time.perf_counter() - t0, 2),
+               "cpu_s": round(_children_cpu_s() - cpu0, 2), "log": log, "error": error}
         rows.append(row)
         print(json.dumps(row), flush=True)
         _write(rows)  # after every build: a run stopped at its time limit keeps what finished
@@ -197,8 +211,16 @@ def main(argv):
     if times:
       ratio = (f", {statistics.median(plain) / statistics.median(times):.1f}x faster than plain"
                if plain and mode != "plain" else "")
-      print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}")
+      cpu = statistics.median(r["cpu_s"] for r in rows if r["mode"] == mode and r["ok"])
+      print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}; "
+            f"its compilers' CPU {cpu:.2f} s")
   _write(rows)
+
+
+def _children_cpu_s() -> float:
+  """User and system CPU seconds of the processes this one has waited for, so far."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
 
 
 def _built(build, args: dict) -> tuple[bool, str | None]:

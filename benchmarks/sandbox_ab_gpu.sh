@@ -27,6 +27,10 @@
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
+#   builds   benchmarks.cuda_build (about 2 minutes, once the precompiled headers are built): the
+#            honest CUDA candidates built one at a time the default way (`lite_pch`) and with
+#            main.cpp bound through CPython's API (`lite_capi`, SandboxConfig.lite_capi_main),
+#            each build's seconds and its compilers' CPU seconds
 #   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
 #            to the judge by CUDA IPC costs, by size, against buffers the judge shared once
 #   disturb  8 copies of two problems' teacher kernels (level 1 problem 19, level 2 problem 95),
@@ -38,7 +42,7 @@
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
-out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259, overhead, ipc or disturb}; kb=${3:-.kb}
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259, overhead, builds, ipc or disturb}; kb=${3:-.kb}
 mkdir -p "$out/$run"
 common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
@@ -62,7 +66,7 @@ zygote:lite_pch:reuse:gpu4:w16) ;;
                  --max_parallel=${PARALLEL:-24}
                  --timing_target_s=0.25
                  --paths=zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:noretime) ;;
-  overhead|ipc) ;;
+  overhead|ipc|builds) ;;
   *) echo "unknown run $run" >&2; exit 2 ;;
 esac
 # The commit, and a digest of the Python sources that ran: a copy of a working tree may carry a
@@ -74,6 +78,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$r
 if [ "$run" = overhead ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
       --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1
+elif [ "$run" = builds ]; then
+  timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_build --modes=lite_pch,lite_capi \
+      --out="$out/$run/cuda_build.json" > "$out/$run/console.txt" 2>&1
 elif [ "$run" = ipc ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_ipc --out="$out/$run/cuda_ipc.json" \
       > "$out/$run/console.txt" 2>&1

@@ -21,6 +21,7 @@ import torch
 
 from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox import lite_build
+from kernelzero_jax.sandbox import lite_capi
 from test_fast_build import BUILD_FAILURE, FakeLoadInline
 
 CANDIDATES = pathlib.Path(__file__).parent.parent / "benchmarks" / "candidates" / "honest"
@@ -152,8 +153,25 @@ int64_t KZ(check)(torch::Tensor x, int64_t which) {
   if (which == 4) return x.const_data_ptr<double>() != nullptr;
   return 1;
 }
+
+double KZ(mixed)(torch::Tensor x, int k, double a, float b, bool flag,
+                 std::vector<int64_t> shape) {
+  return (flag ? 1.0 : -1.0) * (k + a + b + (double)shape.size() + (shape.empty() ? 0 : shape[0]))
+         + x.numel();
+}
+
+std::vector<torch::Tensor> KZ(pieces)(std::vector<torch::Tensor> xs, const torch::Tensor& y) {
+  std::vector<torch::Tensor> out(xs);
+  out.push_back(y);
+  return out;
+}
+
+void KZ(nothing)(torch::Tensor x) { TORCH_CHECK(x.dim() < 3, "3-D or more: ", x.dim()); }
+
+bool KZ(is_float)(const torch::Tensor& x) { return x.scalar_type() == torch::kFloat32; }
 """
-NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "size_at", "check")
+NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "size_at", "check", "mixed",
+         "pieces", "nothing", "is_float")
 
 
 @pytest.fixture(scope="module")
@@ -242,11 +260,32 @@ def lite_bound(tmp_path_factory):
               build_directory=str(tmp_path_factory.mktemp("lite_bound_build")))
 
 
+@pytest.fixture(scope="module")
+def capi_bound(tmp_path_factory):
+  """The body in a C-API main.cpp (lite_capi.capi_main_cpp: no pybind11), and the runtime."""
+  from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
+  src = tmp_path_factory.mktemp("capi_bound_src")
+  body = "#include <torch/extension.h>\n" + re.sub(r"KZ\((\w+)\)", r"lite_\1", BODY)
+  main = lite_capi.capi_main_cpp([body], [f"lite_{n}" for n in NAMES])
+  assert main is not None
+  (src / "main.cpp").write_text(main)
+  return load("kz_capi_bound", [str(src / "main.cpp"), lite_build.RUNTIME_SOURCE],
+              extra_include_paths=[lite_build.LITE_DIR],
+              build_directory=str(tmp_path_factory.mktemp("capi_bound_build")))
+
+
+@pytest.fixture(params=["lite_bound", "capi_bound"])
+def bound(request):
+  """A lite main.cpp either way: pybind11 against the binding header, or CPython's API."""
+  return request.getfixturevalue(request.param)
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("tensor", list(TENSORS))
-def test_a_lite_main_cpp_binds_as_torchs_does(lite_bound, both, tensor):
-  """Same body: bound through the lite binding header, and through torch's (the `both`
-  extension's real_* functions): the same results and the same errors."""
+def test_a_lite_main_cpp_binds_as_torchs_does(bound, both, tensor):
+  """Same body: bound through the lite binding header or CPython's API, and through torch's
+  (the `both` extension's real_* functions): the same results and the same errors."""
+  lite_bound = bound
   x = TENSORS[tensor]
   for name, whiches in (("geometry", [()]), ("total", [()]), ("kinds", [()]),
                         ("make", [(w,) for w in range(12)]), ("check", [(w,) for w in range(5)]),
@@ -256,7 +295,8 @@ def test_a_lite_main_cpp_binds_as_torchs_does(lite_bound, both, tensor):
       assert _outcome(lite, x, *which) == _outcome(real, x, *which), (name, which)
 
 
-def test_a_lite_main_cpp_rejects_and_returns_python_objects_as_torchs_does(lite_bound, both):
+def test_a_lite_main_cpp_rejects_and_returns_python_objects_as_torchs_does(bound, both):
+  lite_bound = bound
   for bad in ("not a tensor", None, [1.0, 2.0], torch.arange(3).numpy()):
     for fn in (lite_bound.lite_total, both.real_total):
       with pytest.raises(TypeError, match="incompatible function arguments"):
@@ -275,6 +315,41 @@ def test_a_lite_main_cpp_rejects_and_returns_python_objects_as_torchs_does(lite_
     assert fn(x, -1) == 4
     with pytest.raises(IndexError, match="Dimension out of range"):  # torch's error types
       fn(x, 3)
+
+
+def _called(fn, *args):
+  """What a call gives, as far as a binding decides it: the value, or the error's type (and
+  torch's message, which is the function's own)."""
+  try:
+    out = fn(*args)
+  except TypeError:
+    return ("TypeError",)
+  except RuntimeError as e:
+    return ("RuntimeError", str(e).splitlines()[0])
+  if isinstance(out, list):
+    return ("list", [(t.data_ptr(), t.dtype) for t in out])
+  return ("value", out)
+
+
+def test_a_lite_main_cpp_converts_every_bound_type_as_torchs_does(bound, both):
+  """Integers, floats, bools, lists of integers and of tensors, void: pybind11's conversions
+  (an int for a float, a bool or numpy integer for an int, None or 0 for a bool, a tuple for a
+  list; no float for an int, no int past 32 bits for an int) either way."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  x, y = torch.ones(2, 3), torch.zeros(2, dtype=torch.float64)
+  calls = [("mixed", (x, 1, 2.5, 0.5, True, [4, 5])), ("mixed", (x, 1, 2, 0.5, False, (4,))),
+           ("mixed", (x, True, 2.0, 1, None, [])), ("mixed", (x, np.int64(3), 1.0, 1.0, 0, [1])),
+           ("mixed", (x, 1.5, 2.0, 1.0, True, [1])), ("mixed", (x, 2**40, 2.0, 1.0, True, [1])),
+           ("mixed", (x, 1, "2", 1.0, True, [1])), ("mixed", (x, 1, 2.0, 1.0, True, [1.5])),
+           ("mixed", (x, 1, 2.0, 1.0, True)), ("mixed", (None, 1, 2.0, 1.0, True, [1])),
+           ("pieces", ([x, y], y)), ("pieces", ((x,), x)), ("pieces", ([], y)),
+           ("pieces", ([x, 1], y)), ("nothing", (x,)), ("nothing", (torch.ones(1, 1, 1),)),
+           ("is_float", (x,)), ("is_float", (y,))]
+  for name, args in calls:
+    lite, real = getattr(bound, f"lite_{name}"), getattr(both, f"real_{name}")
+    assert _called(lite, *args) == _called(real, *args), (name, args)
+  assert _called(bound.lite_nothing, torch.ones(1, 1, 1)) == ("RuntimeError", "3-D or more: 3")
+  assert _called(bound.lite_mixed, x, 1, 2.0, 1.0, True, [1]) == ("value", 12.0)
 
 
 def test_tensors_cross_the_lite_code_without_leaks_or_copies(both):

@@ -120,6 +120,11 @@ class SandboxConfig:
   # ...with the binding header precompiled once per machine (beside the PCH, fast_build.py), so
   # that a lite main.cpp does not parse pybind11 for every candidate.
   lite_bind_pch: bool = True
+  # ...or, where lite_capi.py can bind the candidate's functions exactly as pybind11 would,
+  # main.cpp without pybind11: each function bound through CPython's API (on the CPU machine,
+  # 0.49 CPU seconds to compile instead of 2.53 with the binding header precompiled). Off until
+  # a batch measures it on a GPU (sandbox_throughput's path token `capi`).
+  lite_capi_main: bool = False
   # CUDA candidates on a GPU, with fast_build: build their extensions in a second worker with
   # no GPU while the candidate's worker sets itself up, which then finds them built
   # (cuda_prebuild.py).

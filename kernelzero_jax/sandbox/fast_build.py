@@ -54,6 +54,7 @@ import tempfile
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import lite_build
+from kernelzero_jax.sandbox import lite_capi
 
 _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$',
                                 re.MULTILINE)
@@ -393,12 +394,15 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      lite_object: str | None = None,
                      lite_main: bool = True,
                      bind_dir: str | None = None,
-                     first_choice_only: bool = False) -> Callable[..., Any]:
+                     first_choice_only: bool = False,
+                     capi_main: bool = False) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
   before all that, and (with `lite_main`) so is the generated main.cpp where it can be, with
   the lite headers and the precompiled binding header of `bind_dir` (bind_dir_of) if given.
+  With `capi_main`, a lite main.cpp binds the functions through CPython's API instead of
+  pybind11 where lite_capi can (and through pybind11 again if that main.cpp fails to compile).
   With `first_choice_only` (a CUDA prebuilder's, cuda_prebuild.py), only the lite build is
   tried, and anything else raises: the worker builds the rest itself."""
   signature = inspect.signature(load_inline)
@@ -439,6 +443,19 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
       lite["cpp_sources"] = main
     if pch_header and not main:
       lite["extra_cflags"] = with_pch(lite)
+    capi = (lite_capi.capi_main_cpp(cpp, arguments.get("functions"),
+                                    arguments.get("with_pytorch_error_handling", True))
+            if capi_main and main else None)
+    if capi is not None:
+      try:
+        module = load_inline(**dict(lite, cpp_sources=[capi], functions=None))
+        log("lite build (kz_torch_lite.h for the .cu, main.cpp through CPython's API)")
+        return module
+      except Exception as e:  # pylint: disable=broad-except
+        if "main.cpp" not in str(e):  # the .cu failed: so would the pybind11 main.cpp's build
+          log(f"lite build failed ({failure(e)}); building with torch's headers")
+          return None
+        log(f"C-API main.cpp failed ({failure(e)}); binding through pybind11")
     try:
       module = load_inline(**lite)
     except Exception as e:  # pylint: disable=broad-except

@@ -81,6 +81,7 @@ class WorkerSteps:
       if cfg.lite_cuda_header and self.pch_header and fast_build.lite_intact(self.pch_header):
         self.lite_object = spec["lite_object"] = fast_build.lite_object_of(self.pch_header)
         spec["lite_main"] = cfg.lite_main_cpp
+        spec["capi_main"] = cfg.lite_main_cpp and cfg.lite_capi_main
         if cfg.lite_main_cpp and cfg.lite_bind_pch and fast_build.bind_intact(self.pch_header):
           self.bind_dir = spec["bind_dir"] = fast_build.bind_dir_of(self.pch_header)
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:

@@ -40,7 +40,7 @@ class BuildSteps:
         load_inline, spec.get("pch_header"), self.build_log.append,
         lite_object=spec.get("lite_object") if lite else None,
         lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
-        first_choice_only=spec.get("role") == PREBUILD)
+        first_choice_only=spec.get("role") == PREBUILD, capi_main=bool(spec.get("capi_main")))
 
   def _await_go(self) -> bool:
     """Waits for the judge's go, sent once this candidate's prebuilder is done

@@ -7,12 +7,15 @@
 #include <c10/core/ScalarType.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11, with torch's caster for at::Tensor
+#include <pybind11/stl.h>
 #ifdef KZ_LITE_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
 
 #include <new>
 #include <string>
+#include <vector>
 
 // The header hard-codes torch's enum values: they must be these.
 static_assert(sizeof(at::Tensor) == sizeof(void*), "at::Tensor is one intrusive pointer");
@@ -164,3 +167,76 @@ PyObject* kz_lite_to_python(const void* self) { return THPVariable_Wrap(T(self))
 void kz_lite_set_python_error(const std::exception_ptr& error) {
   torch::translate_exception_to_python(error);
 }
+
+// kz_torch_lite_capi.h's side: a C-API main.cpp's argument conversions are pybind11's own
+// casters (with conversion allowed, as pybind11 loads a function that has one overload), and
+// its errors pybind11's words.
+namespace {
+
+template <typename T>
+int load(PyObject* obj, void* out) {
+  pybind11::detail::make_caster<T> caster;
+  if (!caster.load(pybind11::handle(obj), /*convert=*/true)) {
+    PyErr_Clear();
+    return 0;
+  }
+  *static_cast<T*>(out) = pybind11::detail::cast_op<T>(std::move(caster));
+  return 1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int kz_lite_arg(char kind, PyObject* obj, void* out) {
+  switch (kind) {
+    case 'T': return kz_lite_from_python(out, obj);
+    case 'l': return load<int64_t>(obj, out);
+    case 'i': return load<int>(obj, out);
+    case 'd': return load<double>(obj, out);
+    case 'f': return load<float>(obj, out);
+    case 'b': return load<bool>(obj, out);
+    case 'L': return load<std::vector<int64_t>>(obj, out);
+    case 'V': return load<std::vector<at::Tensor>>(obj, out);
+  }
+  return 0;
+}
+
+PyObject* kz_lite_result(char kind, const void* value) {
+  try {
+    switch (kind) {
+      case 'T': return kz_lite_to_python(value);
+      case 'L': return pybind11::cast(*static_cast<const std::vector<int64_t>*>(value)).release().ptr();
+      case 'V':
+        return pybind11::cast(*static_cast<const std::vector<at::Tensor>*>(value)).release().ptr();
+    }
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
+  PyErr_Format(PyExc_SystemError, "kz_torch_lite: no result of kind '%c'", kind);
+  return nullptr;
+}
+
+PyObject* kz_lite_incompatible(const char* name, const char* signature, PyObject* const* args,
+                               Py_ssize_t nargs) {
+  // pybind11's TypeError for arguments no overload takes, with its text.
+  std::string text = std::string(name) + "(): incompatible function arguments. The following "
+      "argument types are supported:\n    1. " + signature + "\n\nInvoked with: ";
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject* repr = PyObject_Repr(args[i]);
+    const char* utf8 = repr ? PyUnicode_AsUTF8(repr) : nullptr;
+    if (i) text += ", ";
+    text += utf8 ? utf8 : "<unprintable>";
+    Py_XDECREF(repr);
+    PyErr_Clear();
+  }
+  PyErr_SetString(PyExc_TypeError, text.c_str());
+  return nullptr;
+}
+
+void kz_lite_set_python_error_unknown(void) {
+  PyErr_SetString(PyExc_RuntimeError, "Caught an unknown exception!");
+}
+
+}  // extern "C"
