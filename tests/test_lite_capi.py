@@ -3,6 +3,8 @@ check its bindings against torch's are in test_lite_build.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernelzero_jax.sandbox import lite_capi
@@ -57,7 +59,8 @@ def test_the_main_cpp_replaces_torchs_header_and_binds_each_function():
   assert main.startswith('#include "kz_torch_lite_capi.h"\n')
   assert "torch/extension.h" not in main and "pybind11" not in main.lower()
   assert '"(arg0: torch.Tensor) -> torch.Tensor"' in main
-  assert "at::Tensor r = f(std::move(a0));" in main and "g(std::move(a0), std::move(a1));" in main
+  assert "at::Tensor kz_r = f(std::move(kz_a0));" in main
+  assert "g(std::move(kz_a0), std::move(kz_a1));" in main
   assert '{"f", ' in main and 'METH_FASTCALL, "doc \\"quoted\\""}' in main
   assert "PyInit_, TORCH_EXTENSION_NAME" in main
   # one list of names works as load_inline's functions, a single name too
@@ -78,6 +81,16 @@ def test_the_main_cpp_replaces_torchs_header_and_binds_each_function():
 ])
 def test_what_it_leaves_to_the_pybind11_main_cpp(cpp, functions, kwargs):
   assert lite_capi.capi_main_cpp(cpp, functions, **kwargs) is None
+
+
+def test_its_own_names_hide_no_candidate_function():
+  """A function named like a local of the generated code is still the one called."""
+  main = lite_capi.capi_main_cpp(["torch::Tensor name(torch::Tensor args, int64_t nargs);"],
+                                 ["name"])
+  generated = main[main.index("static PyObject*"):]
+  assert "name(std::move(kz_a0), std::move(kz_a1))" in generated
+  for local in ("name", "sig", "args", "nargs", "a0", "r"):
+    assert not re.search(rf"[^\w\"]{local}\b(?!\()", generated), local
 
 
 def test_a_commented_out_declaration_does_not_count():

@@ -127,22 +127,25 @@ def signature(cpp: str, name: str) -> tuple[tuple, list[tuple[tuple, bool]]] | N
 
 def _function(index: int, name: str, ret: tuple, params: list[tuple[tuple, bool]]) -> str:
   """One METH_FASTCALL function: arguments converted (or pybind11's TypeError), the call,
-  the result converted, exceptions translated."""
+  the result converted, exceptions translated. Its own names start with kz_, so that none
+  hides a candidate's function."""
   shown = ", ".join(f"arg{i}: {kind[2]}" for i, (kind, _) in enumerate(params))
-  lines = [f"static PyObject* kz_capi_{index}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{",
-           f'  static const char name[] = "{name}";',
-           f'  static const char sig[] = "({shown}) -> {ret[2]}";']
-  checks = [f"nargs != {len(params)}"]
+  lines = [f"static PyObject* kz_capi_{index}(PyObject*, PyObject* const* kz_args, "
+           "Py_ssize_t kz_nargs) {",
+           f'  static const char kz_name[] = "{name}";',
+           f'  static const char kz_sig[] = "({shown}) -> {ret[2]}";']
+  checks = [f"kz_nargs != {len(params)}"]
   for i, (kind, _) in enumerate(params):
-    lines.append(f"  {kind[1]} a{i};")
-    checks.append(f"!kz_lite_arg('{kind[0]}', args[{i}], &a{i})")
-  lines.append(f"  if ({' || '.join(checks)}) return kz_lite_incompatible(name, sig, args, nargs);")
-  call = f"{name}(" + ", ".join(f"a{i}" if reference else f"std::move(a{i})"
+    lines.append(f"  {kind[1]} kz_a{i};")
+    checks.append(f"!kz_lite_arg('{kind[0]}', kz_args[{i}], &kz_a{i})")
+  lines.append(f"  if ({' || '.join(checks)})\n"
+               "    return kz_lite_incompatible(kz_name, kz_sig, kz_args, kz_nargs);")
+  call = f"{name}(" + ", ".join(f"kz_a{i}" if reference else f"std::move(kz_a{i})"
                                  for i, (_, reference) in enumerate(params)) + ")"
   if ret is _VOID:
     body = [f"    {call};", "    Py_RETURN_NONE;"]
   elif ret[0] in "TLV":
-    body = [f"    {ret[1]} r = {call};", f"    return kz_lite_result('{ret[0]}', &r);"]
+    body = [f"    {ret[1]} kz_r = {call};", f"    return kz_lite_result('{ret[0]}', &kz_r);"]
   elif ret[0] in "li":
     body = [f"    return PyLong_FromLongLong(static_cast<long long>({call}));"]
   elif ret[0] in "df":
