@@ -40,6 +40,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import resource
 import statistics
 import tempfile
@@ -51,6 +52,9 @@ from absl import flags
 
 from kernelzero_jax import atomic_file
 
+_TEACHER_KB = flags.DEFINE_string(
+    "teacher_kernelbench_dir", None, "Also build the rule-based teacher's CUDA kernel for every "
+    "KernelBench level 1-2 problem of this directory that it covers (kernelzero_jax.teacher).")
 _CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
                                   "A directory of *_cuda.py candidates.")
 _MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
@@ -90,6 +94,24 @@ def captured_calls(path: str) -> list[dict]:
   finally:
     cpp_extension.load_inline = original
   return calls
+
+
+def teacher_files(kernelbench_dir: str, out_dir: str) -> list[str]:
+  """The teacher's CUDA candidate for each level 1-2 problem it covers, written to `out_dir`
+  as teacher_<level>_<problem>_cuda.py."""
+  from kernelzero_jax.tasks import kernelbench  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.teacher import NotInFamily, teach  # pylint: disable=import-outside-toplevel
+  files = []
+  for task in kernelbench.scan_tasks(kernelbench_dir, (1, 2))[0]:
+    try:
+      source = teach(task.source, "cuda")
+    except NotInFamily:
+      continue
+    path = os.path.join(out_dir, "teacher_" + re.sub(r"\W", "_", task.key) + "_cuda.py")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(source)
+    files.append(path)
+  return files
 
 
 def written_main_cpp(call: dict, lite: bool, capi: bool = False) -> str | None:
@@ -154,6 +176,8 @@ def main(argv):
   from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   files = sorted(glob.glob(os.path.join(_CANDIDATES.value, "*_cuda.py")))
+  if _TEACHER_KB.value:
+    files += teacher_files(_TEACHER_KB.value, tempfile.mkdtemp(prefix="kz_teacher_"))
   if _LIMIT.value:
     files = files[:_LIMIT.value]
   header = None
