@@ -52,13 +52,6 @@ from absl import flags
 
 from kernelzero_jax import atomic_file
 
-_TEACHER_KB = flags.DEFINE_string(
-    "teacher_kernelbench_dir", None, "Also build the rule-based teacher's CUDA kernel for every "
-    "KernelBench level 1-2 problem of this directory that it covers (kernelzero_jax.teacher).")
-_CANDIDATES = flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
-                                  "A directory of *_cuda.py candidates.")
-_MODES = flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
-                                     "lite_pch"], "Build modes to time.")
 # mode: (the precompiled header, only the named operators' headers, the lite .cu header, the
 # lite main.cpp, its binding header precompiled, main.cpp through CPython's API)
 _FAST_MODES = {"light": (False, False, False, False, False, False),
@@ -70,8 +63,20 @@ _FAST_MODES = {"light": (False, False, False, False, False, False),
                "lite_pch": (True, True, True, True, True, False),
                "lite_capi": (True, True, True, True, True, True)}
 _MAIN_MODES = ("main_pch", "main_lite", "main_lite_pch", "main_capi")
-_LIMIT = flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
-_OUT = flags.DEFINE_string("out", None, "Write the results here (JSON).")
+
+
+def _define_flags() -> None:
+  """The command line, defined only when this runs as a program: tests import this module
+  beside other benchmarks whose flags have the same names."""
+  flags.DEFINE_string(
+      "teacher_kernelbench_dir", None, "Also build the rule-based teacher's CUDA kernel for every "
+      "KernelBench level 1-2 problem of this directory that it covers (kernelzero_jax.teacher).")
+  flags.DEFINE_string("candidates", "benchmarks/candidates/honest",
+                      "A directory of *_cuda.py candidates.")
+  flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
+                              "lite_pch"], "Build modes to time.")
+  flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
+  flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
 
 def captured_calls(path: str) -> list[dict]:
@@ -175,32 +180,32 @@ def main(argv):
   del argv
   from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
-  files = sorted(glob.glob(os.path.join(_CANDIDATES.value, "*_cuda.py")))
-  if _TEACHER_KB.value:
-    files += teacher_files(_TEACHER_KB.value, tempfile.mkdtemp(prefix="kz_teacher_"))
-  if _LIMIT.value:
-    files = files[:_LIMIT.value]
+  files = sorted(glob.glob(os.path.join(flags.FLAGS.candidates, "*_cuda.py")))
+  if flags.FLAGS.teacher_kernelbench_dir:
+    files += teacher_files(flags.FLAGS.teacher_kernelbench_dir, tempfile.mkdtemp(prefix="kz_teacher_"))
+  if flags.FLAGS.max_candidates:
+    files = files[:flags.FLAGS.max_candidates]
   header = None
-  unknown = set(_MODES.value) - {"plain", *_FAST_MODES, *_MAIN_MODES}
+  unknown = set(flags.FLAGS.modes) - {"plain", *_FAST_MODES, *_MAIN_MODES}
   if unknown:
     raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, "
                          f"{', '.join([*_FAST_MODES, *_MAIN_MODES])}")
   # The main.cpp modes compile with the PCH's flags (and main_pch with the PCH itself).
-  if any(mode in _MAIN_MODES or _FAST_MODES.get(mode, (False,))[0] for mode in _MODES.value):
+  if any(mode in _MAIN_MODES or _FAST_MODES.get(mode, (False,))[0] for mode in flags.FLAGS.modes):
     import torch  # pylint: disable=import-outside-toplevel
     t0 = time.perf_counter()
     header = fast_build.ensure_pch(fast_build.default_cache_dir(),
                                    with_cuda=torch.cuda.is_available())
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
     if any(_FAST_MODES.get(mode, (False,) * 6)[2] or mode == "main_capi"
-           for mode in _MODES.value):
+           for mode in flags.FLAGS.modes):
       fast_build.require_lite(header)
-    if any(mode in ("lite_pch", "lite_capi", "main_lite_pch") for mode in _MODES.value):
+    if any(mode in ("lite_pch", "lite_capi", "main_lite_pch") for mode in flags.FLAGS.modes):
       fast_build.require_bind(header)
   rows = []
   for path in files:
     for i, call in enumerate(captured_calls(path)):
-      for mode in _MODES.value:
+      for mode in flags.FLAGS.modes:
         log = []
         if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
           lite, bind = mode != "main_pch", mode == "main_lite_pch"
@@ -230,7 +235,7 @@ def main(argv):
         _write(rows)  # after every build: a run stopped at its time limit keeps what finished
   print()
   plain = [r["seconds"] for r in rows if r["mode"] == "plain" and r["ok"]]
-  for mode in _MODES.value:
+  for mode in flags.FLAGS.modes:
     times = [r["seconds"] for r in rows if r["mode"] == mode and r["ok"]]
     if times:
       ratio = (f", {statistics.median(plain) / statistics.median(times):.1f}x faster than plain"
@@ -257,9 +262,10 @@ def _built(build, args: dict) -> tuple[bool, str | None]:
 
 
 def _write(rows: list[dict]) -> None:
-  if _OUT.value:
-    atomic_file.write_json(_OUT.value, rows, indent=1)
+  if flags.FLAGS.out:
+    atomic_file.write_json(flags.FLAGS.out, rows, indent=1)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -27,8 +27,8 @@
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
-#   builds   benchmarks.cuda_build (about 2 minutes, once the precompiled headers are built): the
-#            honest CUDA candidates built one at a time the default way (`lite_pch`) and with
+#   builds   benchmarks.cuda_build (about 4 minutes, once the precompiled headers are built): the
+#            honest CUDA candidates and the teacher's CUDA kernels built one at a time the default way (`lite_pch`) and with
 #            main.cpp bound through CPython's API (`lite_capi`, SandboxConfig.lite_capi_main),
 #            each build's seconds and its compilers' CPU seconds
 #   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
@@ -80,7 +80,8 @@ if [ "$run" = overhead ]; then
       --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1
 elif [ "$run" = builds ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_build --modes=lite_pch,lite_capi \
-      --out="$out/$run/cuda_build.json" > "$out/$run/console.txt" 2>&1
+      --teacher_kernelbench_dir="$kb" --out="$out/$run/cuda_build.json" \
+      > "$out/$run/console.txt" 2>&1
 elif [ "$run" = ipc ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_ipc --out="$out/$run/cuda_ipc.json" \
       > "$out/$run/console.txt" 2>&1

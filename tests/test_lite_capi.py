@@ -165,3 +165,18 @@ def test_functions_it_cannot_bind_and_the_default_go_through_pybind11():
     (call,) = builds.calls
     assert call["functions"] == ["f"] and call["cpp_sources"] == [
         '#include "kz_torch_lite_bind.h"\n' + cpp]
+
+
+def test_the_build_benchmark_writes_the_teachers_kernels_and_a_c_api_main_cpp_binds_them(
+    kernelbench_dir, tmp_path):
+  """cuda_build --teacher_kernelbench_dir: one file per problem the teacher covers, each a
+  candidate whose load_inline calls the C-API main.cpp binds (as the b259 batch's are)."""
+  from benchmarks import cuda_build  # pylint: disable=import-outside-toplevel
+  files = cuda_build.teacher_files(kernelbench_dir, str(tmp_path))
+  assert len(files) >= 20 and all(f.endswith("_cuda.py") for f in files)
+  assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.split("/")[-1] for f in files)
+  for path in files[:5]:
+    (call,) = cuda_build.captured_calls(path)
+    cpp = call["cpp_sources"]
+    assert lite_capi.capi_main_cpp([cpp] if isinstance(cpp, str) else cpp,
+                                   call["functions"]) is not None, path
