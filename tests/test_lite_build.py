@@ -324,8 +324,8 @@ def _called(fn, *args):
     out = fn(*args)
   except TypeError:
     return ("TypeError",)
-  except RuntimeError as e:
-    return ("RuntimeError", str(e).splitlines()[0])
+  except Exception as e:  # pylint: disable=broad-except
+    return (type(e).__name__, str(e).splitlines()[0])
   if isinstance(out, list):
     return ("list", [(t.data_ptr(), t.dtype) for t in out])
   return ("value", out)
@@ -336,6 +336,14 @@ def test_a_lite_main_cpp_converts_every_bound_type_as_torchs_does(bound, both):
   (an int for a float, a bool or numpy integer for an int, None or 0 for a bool, a tuple for a
   list; no float for an int, no int past 32 bits for an int) either way."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+
+  class Raising:  # a sequence whose items raise: the error itself comes back, not a TypeError
+    def __len__(self):
+      return 2
+
+    def __getitem__(self, i):
+      raise ValueError(f"no item {i}")
+
   x, y = torch.ones(2, 3), torch.zeros(2, dtype=torch.float64)
   calls = [("mixed", (x, 1, 2.5, 0.5, True, [4, 5])), ("mixed", (x, 1, 2, 0.5, False, (4,))),
            ("mixed", (x, True, 2.0, 1, None, [])), ("mixed", (x, np.int64(3), 1.0, 1.0, 0, [1])),
@@ -343,12 +351,14 @@ def test_a_lite_main_cpp_converts_every_bound_type_as_torchs_does(bound, both):
            ("mixed", (x, 1, "2", 1.0, True, [1])), ("mixed", (x, 1, 2.0, 1.0, True, [1.5])),
            ("mixed", (x, 1, 2.0, 1.0, True)), ("mixed", (None, 1, 2.0, 1.0, True, [1])),
            ("pieces", ([x, y], y)), ("pieces", ((x,), x)), ("pieces", ([], y)),
-           ("pieces", ([x, 1], y)), ("nothing", (x,)), ("nothing", (torch.ones(1, 1, 1),)),
+           ("pieces", ([x, 1], y)), ("pieces", (Raising(), y)),
+           ("mixed", (x, 1, 2.0, 1.0, True, Raising())), ("nothing", (x,)), ("nothing", (torch.ones(1, 1, 1),)),
            ("is_float", (x,)), ("is_float", (y,))]
   for name, args in calls:
     lite, real = getattr(bound, f"lite_{name}"), getattr(both, f"real_{name}")
     assert _called(lite, *args) == _called(real, *args), (name, args)
   assert _called(bound.lite_nothing, torch.ones(1, 1, 1)) == ("RuntimeError", "3-D or more: 3")
+  assert _called(bound.lite_pieces, Raising(), y) == ("ValueError", "no item 0")
   assert _called(bound.lite_mixed, x, 1, 2.0, 1.0, True, [1]) == ("value", 12.0)
 
 

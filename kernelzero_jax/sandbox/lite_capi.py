@@ -134,12 +134,13 @@ def _function(index: int, name: str, ret: tuple, params: list[tuple[tuple, bool]
            "Py_ssize_t kz_nargs) {",
            f'  static const char kz_name[] = "{name}";',
            f'  static const char kz_sig[] = "({shown}) -> {ret[2]}";']
-  checks = [f"kz_nargs != {len(params)}"]
+  lines.append(f"  int kz_took = kz_nargs == {len(params)};")
   for i, (kind, _) in enumerate(params):
-    lines.append(f"  {kind[1]} kz_a{i};")
-    checks.append(f"!kz_lite_arg('{kind[0]}', kz_args[{i}], &kz_a{i})")
-  lines.append(f"  if ({' || '.join(checks)})\n"
-               "    return kz_lite_incompatible(kz_name, kz_sig, kz_args, kz_nargs);")
+    lines += [f"  {kind[1]} kz_a{i};",
+              f"  if (kz_took == 1) kz_took = kz_lite_arg('{kind[0]}', kz_args[{i}], &kz_a{i});"]
+  # A conversion that raised (-1) raises that error, as pybind11's dispatcher does.
+  lines += ["  if (kz_took < 0) return nullptr;",
+            "  if (kz_took != 1) return kz_lite_incompatible(kz_name, kz_sig, kz_args, kz_nargs);"]
   call = f"{name}(" + ", ".join(f"kz_a{i}" if reference else f"std::move(kz_a{i})"
                                  for i, (_, reference) in enumerate(params)) + ")"
   if ret is _VOID:

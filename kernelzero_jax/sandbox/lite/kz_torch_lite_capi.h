@@ -19,7 +19,8 @@
 extern "C" {
 // Converts `obj` into the value at `out` (default-constructed, of the kind's C++ type): 'T'
 // at::Tensor, 'l' int64_t, 'i' int, 'd' double, 'f' float, 'b' bool, 'L' std::vector<int64_t>,
-// 'V' std::vector<at::Tensor>. 1 if it took it, 0 (no Python error set) if not.
+// 'V' std::vector<at::Tensor>. 1 if it took it, 0 (no Python error set) if not, -1 with the
+// Python error its conversion raised set.
 int kz_lite_arg(char kind, PyObject* obj, void* out);
 // A new reference to the Python value of the result at `value`, of kind 'T', 'L' or 'V'.
 PyObject* kz_lite_result(char kind, const void* value);

@@ -176,9 +176,14 @@ namespace {
 template <typename T>
 int load(PyObject* obj, void* out) {
   pybind11::detail::make_caster<T> caster;
-  if (!caster.load(pybind11::handle(obj), /*convert=*/true)) {
-    PyErr_Clear();
-    return 0;
+  try {
+    if (!caster.load(pybind11::handle(obj), /*convert=*/true)) {
+      PyErr_Clear();
+      return 0;
+    }
+  } catch (pybind11::error_already_set& e) {  // say, a sequence whose items raise
+    e.restore();  // pybind11's dispatcher raises it as it is
+    return -1;
   }
   *static_cast<T*>(out) = pybind11::detail::cast_op<T>(std::move(caster));
   return 1;
