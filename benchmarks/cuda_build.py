@@ -31,7 +31,8 @@ they also run on a machine without CUDA, with a CPU precompiled header there):
              compiles);
   main_capi  main.cpp as lite_capi writes it (what lite_capi compiles where it can).
 Prints each build's seconds, the CPU seconds its compilers took (user and system, summed over
-the processes it waited for: what a batch's builds take from the machine's cores) and whether it built (a failed fast build falls back to plain, and
+the processes it waited for: what a batch's builds take from the machine's cores) and whether
+it built (a failed fast build falls back to plain, and
 the printed time then includes both), and the median per mode and its ratio to plain.
 """
 
@@ -182,7 +183,8 @@ def main(argv):
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   files = sorted(glob.glob(os.path.join(flags.FLAGS.candidates, "*_cuda.py")))
   if flags.FLAGS.teacher_kernelbench_dir:
-    files += teacher_files(flags.FLAGS.teacher_kernelbench_dir, tempfile.mkdtemp(prefix="kz_teacher_"))
+    files += teacher_files(flags.FLAGS.teacher_kernelbench_dir,
+                           tempfile.mkdtemp(prefix="kz_teacher_"))
   if flags.FLAGS.max_candidates:
     files = files[:flags.FLAGS.max_candidates]
   header = None

@@ -352,7 +352,8 @@ def test_a_lite_main_cpp_converts_every_bound_type_as_torchs_does(bound, both):
            ("mixed", (x, 1, 2.0, 1.0, True)), ("mixed", (None, 1, 2.0, 1.0, True, [1])),
            ("pieces", ([x, y], y)), ("pieces", ((x,), x)), ("pieces", ([], y)),
            ("pieces", ([x, 1], y)), ("pieces", (Raising(), y)),
-           ("mixed", (x, 1, 2.0, 1.0, True, Raising())), ("nothing", (x,)), ("nothing", (torch.ones(1, 1, 1),)),
+           ("mixed", (x, 1, 2.0, 1.0, True, Raising())), ("nothing", (x,)),
+           ("nothing", (torch.ones(1, 1, 1),)),
            ("is_float", (x,)), ("is_float", (y,))]
   for name, args in calls:
     lite, real = getattr(bound, f"lite_{name}"), getattr(both, f"real_{name}")

@@ -29,7 +29,8 @@ L = ("l", "int64_t", "int")
      "torch::Tensor f(torch::Tensor x) { return x; }\n"
      "torch::Tensor g(torch::Tensor x) { return f(x); }\nstatic inline int h() { f(x); }",
      (T, [(T, False)])),
-    ("static inline int f(int k) { return k; }", (("i", "int", "int"), [(("i", "int", "int"), False)])),
+    ("static inline int f(int k) { return k; }",
+     (("i", "int", "int"), [(("i", "int", "int"), False)])),
 ])
 def test_the_signatures_it_binds(cpp, expected):
   assert lite_capi.signature(cpp, "f") == expected
@@ -96,7 +97,8 @@ def test_its_own_names_hide_no_candidate_function():
 def test_a_commented_out_declaration_does_not_count():
   cpp = ["// torch::Tensor f(torch::Tensor x, int k);\n/* torch::Tensor f(float y); */\n"
          "torch::Tensor f(torch::Tensor x);"]
-  assert lite_capi.signature(lite_capi._COMMENTS.sub(" ", cpp[0]), "f") == (T, [(T, False)])  # pylint: disable=protected-access
+  uncommented = lite_capi._COMMENTS.sub(" ", cpp[0])  # pylint: disable=protected-access
+  assert lite_capi.signature(uncommented, "f") == (T, [(T, False)])
   assert lite_capi.capi_main_cpp(cpp, ["f"]) is not None
 
 
@@ -114,7 +116,8 @@ class Builds:
     self.calls, self.errors = [], list(errors)
 
   def __call__(self, name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
-               extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, no_implicit_headers=False,
+               extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+               no_implicit_headers=False,
                with_pytorch_error_handling=True):
     self.calls.append(dict(cpp_sources=cpp_sources, functions=functions,
                            extra_cflags=extra_cflags, extra_include_paths=extra_include_paths))

@@ -75,11 +75,12 @@ def _with_header(source: str, header: str) -> str | None:
   return lite
 
 
-def lite_cpp_sources(sources: list[str]) -> list[str] | None:
+def lite_cpp_sources(sources: list[str], header: str = BIND_HEADER) -> list[str] | None:
   """load_inline's cpp_sources for a lite main.cpp: joined, their torch includes (all covered,
   or None) replaced by the binding header (put first when they include none). load_inline then
-  adds its pybind11 module, whose torch::wrap_pybind_function the binding header declares."""
-  lite = _with_header("\n".join(sources), BIND_HEADER)
+  adds its pybind11 module, whose torch::wrap_pybind_function the binding header declares.
+  (lite_capi's main.cpp has its own `header` and module instead.)"""
+  lite = _with_header("\n".join(sources), header)
   return None if lite is None else [lite]
 
 

@@ -4,12 +4,13 @@ load_inline's main.cpp holds the candidate's cpp_sources and a pybind11 module t
 each of its `functions` through torch::wrap_pybind_function. Against the precompiled binding
 header (kz_torch_lite_bind.h) that file takes 2.5 CPU seconds to compile on this project's CPU
 machine, most of it pybind11's templates instantiated and compiled at -O0; the same
-declarations against the lite header with a CPython function each take 0.5 (BENCHMARKS.md). `capi_main_cpp` writes that file: the cpp_sources against
-`lite/kz_torch_lite_capi.h`, then for each function a METH_FASTCALL function that converts its
-arguments with pybind11's own casters, calls it, converts its result with torch's, and
-translates its exceptions as torch::wrap_pybind_function does (all in
-kz_torch_lite_runtime.cpp, compiled once with torch's headers), then the module's init function
-under the name load_inline gives (TORCH_EXTENSION_NAME).
+declarations against the lite header with a CPython function each take 0.5 (BENCHMARKS.md).
+`capi_main_cpp` writes that file: the cpp_sources against `lite/kz_torch_lite_capi.h`, then for
+each function a METH_FASTCALL function that converts its arguments with pybind11's own casters,
+calls it, converts its result with torch's, and translates its exceptions as
+torch::wrap_pybind_function does (all in kz_torch_lite_runtime.cpp, compiled once with torch's
+headers), then the module's init function under the name load_inline gives
+(TORCH_EXTENSION_NAME).
 
 Only what it can bind exactly as pybind11 would: each function declared in the cpp_sources with
 one signature (declaration and definition may both be there), of the parameter and return types
@@ -178,11 +179,11 @@ def capi_main_cpp(cpp_sources: list[str], functions: list[str] | dict[str, str] 
   joined = "\n".join(cpp_sources)
   if _PYBIND.search(joined):
     return None
-  main = lite_build._with_header(joined, CAPI_HEADER)  # pylint: disable=protected-access
+  main = lite_build.lite_cpp_sources(cpp_sources, header=CAPI_HEADER)
   if main is None:
     return None
   code = _COMMENTS.sub(" ", joined)
-  parts, table = [main], []
+  parts, table = main, []
   for index, name in enumerate(names):
     found = signature(code, name)
     if found is None:
