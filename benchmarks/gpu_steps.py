@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 
 from kernelzero_jax.rl import rewards
+from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.judge import STEPS_OFF_THE_HOLD as OFF_HOLD
 
 # Allocated memory that a judge or worker may keep after a release: its model's parameters (a few
@@ -128,9 +129,14 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
 
 def _holds(verdict: dict[str, Any]) -> list[tuple[float, float, str]]:
   """The verdict's well-formed GPU holds (`evidence["gpu_holds"]`): (start, end, kind)."""
-  return [(float(h[0]), float(h[1]), h[2])
+  return [(start, end, kind) for start, end, kind, _ in _holds_with_slots(verdict)]
+
+
+def _holds_with_slots(verdict: dict[str, Any]) -> list[tuple[float, float, str, int | None]]:
+  """_holds with the slots each took (verdicts since 2026-12-06 record them; None before)."""
+  return [(float(h[0]), float(h[1]), h[2], int(h[3]) if len(h) == 4 else None)
           for h in (verdict.get("evidence") or {}).get("gpu_holds") or []
-          if len(h) == 3 and h[0] is not None and h[1] is not None and h[1] >= h[0]]
+          if len(h) in (3, 4) and h[0] is not None and h[1] is not None and h[1] >= h[0]]
 
 
 def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
@@ -141,39 +147,48 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
   candidate, and the most candidates a minute that leaves (were the shared checks free); the
   mean and the largest number of holders while somebody held it; and how many alone holds
   overlapped another hold by more than `slack_s` (the timestamps' rounding): the lock's
-  promise, which must be 0."""
+  promise, which must be 0. Where every shared hold says how many slots it took (verdicts since
+  2026-12-06), also the seconds in which the shared holders took 1, 2, ... slots in all
+  (`slots_when_shared`; nobody holding it alone) and their mean: whether the checks between
+  timings filled the GPU's slots or left some free."""
   holds, large = [], 0.0
   judged = 0  # verdicts with a hold
   for r in rows:
-    mine = _holds(r)
+    mine = _holds_with_slots(r)
     holds += mine
     judged += bool(mine)
     if "checks_alone" in (r.get("evidence") or {}):
-      large += sum(end - start for start, end, kind in mine if kind == "alone")
+      large += sum(end - start for start, end, kind, _ in mine if kind == "alone")
   if not holds:
     return {"holds": 0}
-  events = sorted([(start, 1, kind) for start, _, kind in holds] +
-                  [(end, -1, kind) for _, end, kind in holds], key=lambda e: (e[0], e[1]))
+  events = sorted([(start, 1, kind, slots) for start, _, kind, slots in holds] +
+                  [(end, -1, kind, slots) for _, end, kind, slots in holds],
+                  key=lambda e: (e[0], e[1]))
   count = {"alone": 0, "shared": 0}
   busy = alone = holder_seconds = 0.0
+  shared_slots, by_slots = 0, collections.Counter()
   most = 0
   last = events[0][0]
-  for t, step, kind in events:
+  for t, step, kind, slots in events:
     held = count["alone"] + count["shared"]
     if held:
       busy += t - last
       holder_seconds += (t - last) * held
     if count["alone"]:
       alone += t - last
+    elif count["shared"]:
+      by_slots[shared_slots] += t - last
     count[kind] += step
+    if kind == "shared":
+      shared_slots += step * (slots or 0)
     most = max(most, count["alone"] + count["shared"])
     last = t
   overlapped = 0
-  for i, (start, end, kind) in enumerate(holds):
+  for i, (start, end, kind, _) in enumerate(holds):
     if kind == "alone" and any(min(end, e) - max(start, s) > slack_s
-                               for j, (s, e, _) in enumerate(holds) if j != i):
+                               for j, (s, e, _, _) in enumerate(holds) if j != i):
       overlapped += 1
-  span = max(e for _, e, _ in holds) - min(s for s, _, _ in holds)
+  span = max(h[1] for h in holds) - min(h[0] for h in holds)
   return {"holds": len(holds), "span_s": round(span, 1), "busy_s": round(busy, 1),
           "alone_s": round(alone, 1), "alone_large_problems_s": round(large, 1),
           "alone_per_candidate_s": round(alone / judged, 3),
@@ -181,7 +196,19 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
           "idle_s": round(span - busy, 1),
           "mean_holders_when_busy": round(holder_seconds / busy, 2) if busy else None,
           "max_holders": most,
-          "alone_overlapped": overlapped}
+          "alone_overlapped": overlapped,
+          **_slots_when_shared(holds, by_slots)}
+
+
+def _slots_when_shared(holds: list[tuple], by_slots: collections.Counter) -> dict[str, Any]:
+  """hold_timeline's slot counts, where every shared hold recorded its slots."""
+  shared = [slots for _, _, kind, slots in holds if kind == "shared"]
+  if not shared or None in shared:
+    return {}
+  seconds = sum(by_slots.values())
+  return {"slots_when_shared": {str(n): round(by_slots[n], 1) for n in sorted(by_slots)},
+          "mean_slots_when_shared": (round(sum(n * s for n, s in by_slots.items()) / seconds, 2)
+                                     if seconds else None)}
 
 
 def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2,
@@ -462,7 +489,7 @@ def oom_processes(rows: list[dict], least_gib: float = 2.0) -> list[dict[str, An
       found = _OOM.search(str(reason))
       if not found:
         continue
-      own = [float(h[1]) for h in facts.get("gpu_holds") or [] if len(h) == 3 and h[1]]
+      own = [float(h[1]) for h in facts.get("gpu_holds") or [] if len(h) in (3, 4) and h[1]]
       at = max(own) if own else None
       listed = []
       for pid, amount, unit in _OOM_PROCESS.findall(found.group(3)):
@@ -723,7 +750,8 @@ def check_waits(rows: list[dict], checks: int = 4) -> dict[str, Any]:
           "per_problem_ms": {p: rounded_median(v) for p, v in sorted(per_problem.items())}}
 
 
-MESSAGE_PARTS = ("until_read_s", "read_s", "worker_s", "worker_send_s", "views_dropped_s")
+MESSAGE_PARTS = ("until_read_s", "read_s", "worker_s", "worker_send_s", "views_dropped_s",
+                 *(f"worker_{step}_s" for step in worker_handle.RUN_STEPS))
 
 
 def message_costs(rows: list[dict]) -> dict[str, dict[str, Any]]:

@@ -264,3 +264,23 @@ def test_a_workers_model_registered_ahead_is_moved_from_those_pages_and_let_go_o
                     release=lambda: {"ok": True})
   worker._Worker.drop(w)  # pylint: disable=protected-access
   assert closed == ["built model"] and w.ahead is None
+
+
+def test_each_hold_records_its_wall_clock_bounds_its_kind_and_the_slots_it_took(
+    tmp_path, monkeypatch):
+  """Judge._gpu_hold through real slot locks (in a directory of the test's own): a shared
+  check takes its width of the slots (at most all of them), a timing all of them, and on a GPU
+  of one slot every hold is alone (benchmarks/gpu_steps.hold_timeline reads the 4th field)."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge_gpu import GpuSteps  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  judge = types.SimpleNamespace(device=types.SimpleNamespace(index=0),
+                                verdict=types.SimpleNamespace(stage_seconds={}, evidence={}))
+  hold = types.MethodType(GpuSteps._gpu_hold, judge)  # pylint: disable=protected-access
+  for slots, exclusive, width in ((4, False, 2), (4, True, 1), (4, False, 9), (1, False, 1)):
+    with hold(slots, exclusive, width=width) as held:
+      assert held
+  holds = judge.verdict.evidence["gpu_holds"]
+  assert [h[2:] for h in holds] == [["shared", 2], ["alone", 4], ["shared", 4], ["alone", 1]]
+  assert all(h[0] <= h[1] for h in holds) and "gpu_wait" in judge.verdict.stage_seconds
+  assert sorted(p.name for p in tmp_path.iterdir())[0].startswith("kernelzero_sandbox_gpu0")

@@ -87,6 +87,9 @@ def test_honest_candidate_after_all_faults_is_correct(verdicts):
   runs = v.evidence["messages"]["run"]
   assert runs["n"] == CONFIG.num_correct_trials + 1
   assert 0 < runs["worker_s"] < runs["until_read_s"] and runs["views_dropped_s"] >= 0
+  # ...and the worker's account of each check's parts: they add up to no more than its time.
+  parts = [runs[f"worker_{step}_s"] for step in ("inputs", "forward", "checks")]
+  assert all(p > 0 for p in parts) and sum(parts) <= runs["worker_s"]
   assert v.evidence["messages"]["init"]["n"] == v.evidence["messages"]["construct"]["n"] == 1
   # The judge's own time to make an input set (Judge._input_set_timed), for the timing's bound.
   assert 0 < v.evidence["input_set_ms"] < 1000 * CONFIG.correctness_timeout_s

@@ -670,6 +670,25 @@ def test_the_gpu_holds_laid_side_by_side():
   assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
 
 
+def test_the_slots_the_shared_holds_took_laid_side_by_side():
+  """hold_timeline's slot counts on hand-made holds that record their slots (the 4th field):
+  the seconds in which the shared holders took 1, 2, ... slots in all, none while a hold alone
+  runs, and none at all where a shared hold did not say (verdicts before 2026-12-06)."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  holds = lambda *hs: {"evidence": {"gpu_holds": [list(h) for h in hs]}}
+  rows = [holds((0.0, 2.0, "shared", 2), (3.0, 4.0, "alone", 4)),
+          holds((1.0, 3.0, "shared", 1), (4.0, 5.0, "shared", 4))]
+  timeline = gpu_steps.hold_timeline(rows)
+  # 0-1: 2 slots; 1-2: 2 + 1; 2-3: 1; 3-4: alone (not counted); 4-5: 4 (taken as 3-4 ended)
+  assert timeline["slots_when_shared"] == {"1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}
+  assert timeline["mean_slots_when_shared"] == 2.5
+  assert timeline["busy_s"] == 5.0 and timeline["alone_s"] == 1.0
+  assert timeline["max_holders"] == 2 and timeline["alone_overlapped"] == 0
+  rows.append(holds((6.0, 7.0, "shared")))
+  assert "slots_when_shared" not in gpu_steps.hold_timeline(rows)
+  assert "slots_when_shared" not in gpu_steps.hold_timeline([holds((0.0, 1.0, "alone", 4))])
+
+
 def test_the_forwards_alone_counted_from_the_times_a_run_measured():
   """forward_floor re-derived by hand on two verdicts: one correct candidate whose judge timed
   and checked the reference itself, one that failed its checks."""

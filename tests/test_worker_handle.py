@@ -152,9 +152,11 @@ def _answer_with_accounts(conn, spec, inherited_fds):
   del spec
   for fd in inherited_fds:
     os.close(fd)
-  for said in ({"spent_s": 0.5}, {"spent_s": "fast", "last_send_s": -1.0},
-               {"spent_s": float("nan"), "last_send_s": 0.25},
-               {"spent_s": True, "last_send_s": 0.125}):
+  for said in ({"spent_s": 0.5, "steps_s": {"inputs": 0.0625, "forward": 0.25, "rogue": 9.0}},
+               {"spent_s": "fast", "last_send_s": -1.0, "steps_s": [0.5]},
+               {"spent_s": float("nan"), "last_send_s": 0.25, "steps_s": {"checks": 0.125}},
+               {"spent_s": True, "last_send_s": 0.125,
+                "steps_s": {"inputs": -1.0, "forward": "slow", "checks": float("inf")}}):
     channel.recv(conn)
     channel.send(conn, {"ok": True, **said}, by_value=True)
   channel.recv(conn)
@@ -174,6 +176,12 @@ def test_the_handle_accounts_for_each_command_and_ignores_a_workers_nonsense(tmp
     # first reply's sending was said with "c"'s reply (0.25 s), "c"'s with the last (0.125 s).
     assert "worker_s" not in messages["b"] and "worker_s" not in messages["c"]
     assert messages["b"]["worker_send_s"] == 0.25 and messages["c"]["worker_send_s"] == 0.125
+    # A check's parts (RUN_STEPS) are kept by name where they are seconds: "a"'s (and a name
+    # the worker does not have, "rogue") came before the judge asked; "b"'s were a list, then
+    # no seconds (negative, text, infinite); "c"'s were "checks" alone.
+    parts = lambda stats: {k: v for k, v in stats.items()
+                           if k not in ("n", "until_read_s", "read_s", "worker_send_s")}
+    assert parts(messages["b"]) == {} and parts(messages["c"]) == {"worker_checks_s": 0.125}
     for stats in messages.values():
       assert 0 <= stats["read_s"] <= stats["until_read_s"] < 30 * stats["n"]
   finally:

@@ -71,10 +71,11 @@ class GpuSteps:
         return
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
-      # Wall-clock bounds of every hold, so that a run's holds can be laid side by side (how
-      # many judges had the GPU at once, and for how long one had it alone:
-      # benchmarks/gpu_steps.py).
-      hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared"]
+      # Wall-clock bounds of every hold and the slots it took, so that a run's holds can be
+      # laid side by side (how many judges had the GPU at once, for how long one had it alone,
+      # how many slots the shared checks took: benchmarks/gpu_steps.py).
+      hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared",
+              slots if exclusive else max(1, min(width, slots))]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:
         yield True

@@ -52,6 +52,9 @@ PER_CANDIDATE_SPEC = frozenset({"workdir", "candidate_source", "reference_source
 PARK_TIMEOUT_S = 30.0
 # How long WorkerHandle.stop waits for its SIGSTOP to take effect.
 STOP_WAIT_S = 1.0
+# The parts of a check a worker accounts for (worker_run.RunSteps.run's "steps_s"), which its
+# judge adds up by command (evidence["messages"]: where a check's exchange goes).
+RUN_STEPS = ("inputs", "forward", "checks")
 
 
 class StageFailure(Exception):
@@ -165,7 +168,9 @@ class WorkerHandle:
     (Judge: its verdict's evidence["messages"]): {command: {"n", "until_read_s" (from the send
     to the start of the reply's read), "read_s" (its read: on a GPU, the CUDA IPC handles of its
     tensors opened), "worker_s" and "worker_send_s" (the worker's own account, for reading
-    only: its seconds on the command, and on sending its reply)}}."""
+    only: its seconds on the command, and on sending its reply), and for a check
+    "worker_inputs_s", "worker_forward_s" and "worker_checks_s" (its account of where those
+    seconds went: RUN_STEPS)}}."""
     now = time.perf_counter()
     sent, self._sent = self._sent, None
     if self.messages is None or sent is None:
@@ -177,6 +182,10 @@ class WorkerHandle:
     add_seconds(stats, "read_s", now - read_at)
     said = reply if isinstance(reply, dict) else {}
     add_seconds(stats, "worker_s", said.get("spent_s"))
+    steps = said.get("steps_s")
+    if isinstance(steps, dict):  # only the names a worker has; anything else is not kept
+      for step in RUN_STEPS:
+        add_seconds(stats, f"worker_{step}_s", steps.get(step))
     if self._answered is not None:  # that reply's sending, said with this one
       add_seconds(self.messages.setdefault(self._answered, {"n": 0}), "worker_send_s",
            said.get("last_send_s"))

@@ -5,6 +5,7 @@ recorded, its timing (timing.py), and what it may have tampered with.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kernelzero_jax.sandbox import host_registration
@@ -92,7 +93,14 @@ class RunSteps:
     return out, list(dict.fromkeys(self.ops.violations)), dict(self.launches.launches)
 
   def run(self, seed: int, profile: bool) -> dict[str, Any]:
+    """The candidate's forward on input set `seed`, observed (and profiled, with `profile`, on
+    a GPU). The reply's "steps_s" is the worker's own account of where its time went, for
+    reading only (worker_handle.RUN_STEPS): the input set's making (on a GPU, its kernels
+    launched: they run on within the forward's wait), the forward to its end on the device, and
+    the checks of what it ran and left."""
+    t0 = time.perf_counter()
     inputs = self._inputs(seed)
+    t1 = time.perf_counter()
     kernels = None
     if profile and self.device.type == "cuda":
       try:
@@ -104,6 +112,7 @@ class RunSteps:
         out, violations, launches = self._observed_forward(inputs)
     else:
       out, violations, launches = self._observed_forward(inputs)
+    t2 = time.perf_counter()
     violations += self._launch_violations(launches)
     evidence = {"ops": sorted(set(self.ops.ops)), "triton_launches": launches}
     if kernels is not None:
@@ -116,7 +125,8 @@ class RunSteps:
     leaves = self.problem.flatten(out)
     self._held = (leaves, inputs)
     return {"ok": True, "outputs": leaves, "inputs_after": inputs, "violations": violations,
-            "evidence": evidence}
+            "evidence": evidence, "steps_s": {"inputs": t1 - t0, "forward": t2 - t1,
+                                              "checks": time.perf_counter() - t2}}
 
   def time(self, seeds: list[int], audit_positions: list[int], warmup: int, target_s: float,
            min_trials: int, precision: float | None = None,
