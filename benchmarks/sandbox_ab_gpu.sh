@@ -22,15 +22,17 @@
 #   b70      the batch of 70 CUDA candidates (2 copies of the teacher's 27 kernels and the 16
 #            honest and cheating candidates), 24 judges at once: the default against `pageable`
 #            and `w16` (run at 4d2bd7f as the old default against `regup:w16`)
-#   b259     the batch of 259 (9 copies; the issue's 256), the paths of $B259_PATH (comma-separated), by default
-#            the default path (about 4-5 minutes; COPIES changes the 9)
+#   b259     the batch of 259 (9 copies; the issue's 256), the paths of $B259_PATH
+#            (comma-separated), by default the default path (about 3-4 minutes; COPIES changes
+#            the 9)
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
 #   builds   benchmarks.cuda_build (about 4 minutes, once the precompiled headers are built): the
-#            honest CUDA candidates and the teacher's CUDA kernels built one at a time the default way (`lite_pch`) and with
-#            main.cpp bound through CPython's API (`lite_capi`, SandboxConfig.lite_capi_main),
-#            each build's seconds and its compilers' CPU seconds
+#            honest CUDA candidates and the teacher's CUDA kernels built one at a time with
+#            main.cpp bound through pybind11 (`lite_pch`, as before 2026-12-06) and through
+#            CPython's API (`lite_capi`, the default: SandboxConfig.lite_capi_main), each
+#            build's seconds and its compilers' CPU seconds
 #   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
 #            to the judge by CUDA IPC costs, by size, against buffers the judge shared once
 #   disturb  8 copies of two problems' teacher kernels (level 1 problem 19, level 2 problem 95),

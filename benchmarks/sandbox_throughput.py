@@ -67,8 +67,8 @@ the GPU hold in which they move, under the start-up fence, instead of in it
 (SandboxConfig.speedup_band, which the Coder's RL sets from its reward), not for all; with
 `noledger`, a judge keeps its weights on the GPU between holds only where every judge on it could
 keep as much, not where those kept now and its own fit (SandboxConfig.weights_ledger); with
-`capi`, a lite main.cpp binds the candidate's functions through CPython's API instead of
-pybind11 where it can (SandboxConfig.lite_capi_main, lite_capi.py).
+`pybind`, a lite main.cpp binds the candidate's functions through pybind11 as before 2026-12-06,
+not through CPython's API where it can (SandboxConfig.lite_capi_main, lite_capi.py).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -124,11 +124,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
-              "regahead", "noledger", "capi")
+              "regahead", "noledger", "pybind")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:regahead][:noledger][:capi]"
+             "[:regahead][:noledger][:pybind]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -315,8 +315,9 @@ class BenchPath(NamedTuple):
   speedup_band: tuple[float, float] | None = None
   # weights kept on the GPU where those kept now fit (SandboxConfig.weights_ledger)
   weights_ledger: bool = True
-  # a lite main.cpp bound through CPython's API where it can be (SandboxConfig.lite_capi_main)
-  capi_main: bool = False
+  # a lite main.cpp bound through CPython's API where it can be (SandboxConfig.lite_capi_main),
+  # not through pybind11
+  capi_main: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -340,8 +341,8 @@ def parse_path(path: str) -> BenchPath:
   median is known to +-X (`prec0`: every timing runs to its target); `mtN`: at least N timed
   trials; `regahead`: large models' pages registered before the hold they move in; `bandL-H`:
   candidates' timings precise only for speedups between L and H; `noledger`: weights kept on the
-  GPU between holds only where every judge could keep as much; `capi`: a lite main.cpp bound
-  through CPython's API instead of pybind11 where it can be)."""
+  GPU between holds only where every judge could keep as much; `pybind`: a lite main.cpp bound
+  through pybind11, not through CPython's API where it can be)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -393,7 +394,7 @@ def parse_path(path: str) -> BenchPath:
                    "pristine" not in flags_given, "allseed" in flags_given,
                    "noretime" not in flags_given, precision, min_trials,
                    "regahead" in flags_given, band, "noledger" not in flags_given,
-                   "capi" in flags_given)
+                   "pybind" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -521,7 +522,7 @@ def run() -> dict:
                                                          or path.register_ahead),
                                  speedup_band=path.speedup_band or base.speedup_band,
                                  weights_ledger=base.weights_ledger and path.weights_ledger,
-                                 lite_capi_main=base.lite_capi_main or path.capi_main)
+                                 lite_capi_main=base.lite_capi_main and path.capi_main)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -121,10 +121,11 @@ class SandboxConfig:
   # that a lite main.cpp does not parse pybind11 for every candidate.
   lite_bind_pch: bool = True
   # ...or, where lite_capi.py can bind the candidate's functions exactly as pybind11 would,
-  # main.cpp without pybind11: each function bound through CPython's API (on the CPU machine,
-  # 0.49 CPU seconds to compile instead of 2.53 with the binding header precompiled). Off until
-  # a batch measures it on a GPU (sandbox_throughput's path token `capi`).
-  lite_capi_main: bool = False
+  # main.cpp without pybind11: each function bound through CPython's API. On an H200 a lite
+  # build's compilers take 3.3 CPU seconds instead of 5.4, and a batch of 259 CUDA candidates
+  # 6.8-6.9 busy core-seconds a candidate instead of 8.4-9.7, the same verdicts
+  # (BENCHMARKS.md; sandbox_throughput's path token `pybind` turns it off).
+  lite_capi_main: bool = True
   # CUDA candidates on a GPU, with fast_build: build their extensions in a second worker with
   # no GPU while the candidate's worker sets itself up, which then finds them built
   # (cuda_prebuild.py).
