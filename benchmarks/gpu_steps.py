@@ -133,9 +133,14 @@ def _holds(verdict: dict[str, Any]) -> list[tuple[float, float, str]]:
 
 
 def _holds_with_slots(verdict: dict[str, Any]) -> list[tuple[float, float, str, int | None]]:
-  """_holds with the slots each took (verdicts since 2026-12-06 record them; None before)."""
-  return [(float(h[0]), float(h[1]), h[2], int(h[3]) if len(h) == 4 else None)
-          for h in (verdict.get("evidence") or {}).get("gpu_holds") or []
+  """_holds with the slots each took: recorded since 2026-12-06; before, a shared hold's read
+  from the judge's check width (evidence["check_width"], else 1: what Judge._held_stages gave
+  it), and an alone hold's None."""
+  evidence = verdict.get("evidence") or {}
+  width = (evidence.get("check_width") or {}).get("width") or 1
+  return [(float(h[0]), float(h[1]), h[2],
+           int(h[3]) if len(h) == 4 else (int(width) if h[2] == "shared" else None))
+          for h in evidence.get("gpu_holds") or []
           if len(h) in (3, 4) and h[0] is not None and h[1] is not None and h[1] >= h[0]]
 
 
@@ -147,10 +152,9 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
   candidate, and the most candidates a minute that leaves (were the shared checks free); the
   mean and the largest number of holders while somebody held it; and how many alone holds
   overlapped another hold by more than `slack_s` (the timestamps' rounding): the lock's
-  promise, which must be 0. Where every shared hold says how many slots it took (verdicts since
-  2026-12-06), also the seconds in which the shared holders took 1, 2, ... slots in all
-  (`slots_when_shared`; nobody holding it alone) and their mean: whether the checks between
-  timings filled the GPU's slots or left some free."""
+  promise, which must be 0. Also the seconds in which the shared holders took 1, 2, ... slots
+  in all (`slots_when_shared`; nobody holding it alone; _holds_with_slots) and their mean:
+  whether the checks between timings filled the GPU's slots or left some free."""
   holds, large = [], 0.0
   judged = 0  # verdicts with a hold
   for r in rows:
@@ -201,9 +205,8 @@ def hold_timeline(rows: list[dict], slack_s: float = 0.002) -> dict[str, Any]:
 
 
 def _slots_when_shared(holds: list[tuple], by_slots: collections.Counter) -> dict[str, Any]:
-  """hold_timeline's slot counts, where every shared hold recorded its slots."""
-  shared = [slots for _, _, kind, slots in holds if kind == "shared"]
-  if not shared or None in shared:
+  """hold_timeline's slot counts, where there were shared holds."""
+  if not any(kind == "shared" for _, _, kind, _ in holds):
     return {}
   seconds = sum(by_slots.values())
   return {"slots_when_shared": {str(n): round(by_slots[n], 1) for n in sorted(by_slots)},
@@ -615,6 +618,38 @@ def speed_terms_against(rows: list[dict], others: list[dict],
           "band": list(ends) or None, "crossed": crossed}
 
 
+def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:
+  """Per KernelBench level (the problem's name up to "/"), medians over the correct verdicts of
+  what lies on a CUDA candidate's way to its verdict: its judge's wait for the start-up fence to
+  upload its reference (evidence["fence_wait_s"]["upload"]; n: the verdicts that waited for it
+  at all), its prebuilder's build (evidence["cuda_prebuild"]["seconds"]), the build stage (to
+  the worker built and the judge's own start-up done), its timing's wait for the fence, and
+  the total. Where the upload's wait passes the prebuilder's build, the judge, not the build,
+  kept the candidate from the GPU."""
+  def median_of(values: list) -> dict[str, Any]:
+    values = [float(v) for v in values if isinstance(v, (int, float))]
+    return {"n": len(values), "median": rounded_median(values)}
+
+  out: dict[str, dict[str, Any]] = {}
+  levels = collections.defaultdict(list)
+  for r in rows:
+    if r.get("status") == "correct" and r.get("problem"):
+      levels[str(r["problem"]).split("/", 1)[0]].append(r)
+  for level, group in sorted(levels.items()):
+    evidence = [r.get("evidence") or {} for r in group]
+    stages = [r.get("stage_seconds") or {} for r in group]
+    out[level] = {
+        "candidates": len(group),
+        "upload_fence_wait": median_of([(e.get("fence_wait_s") or {}).get("upload")
+                                        for e in evidence]),
+        "prebuild": median_of([(e.get("cuda_prebuild") or {}).get("seconds") for e in evidence]),
+        "build_stage": median_of([s.get("build") for s in stages]),
+        "timing_fence_wait": median_of([(e.get("fence_wait_s") or {}).get("timing")
+                                        for e in evidence]),
+        "total": median_of([s.get("total") for s in stages])}
+  return out
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -841,6 +876,8 @@ def main(argv: list[str]) -> None:
         f"ratios): {disturbance_classes(rows)}")
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
+  print("\na candidate's waits for the start-up fence beside its build, by level (medians of "
+        "the correct, s):", fence_waits_by_level(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
   for oom in oom_processes(rows):

@@ -659,7 +659,9 @@ def test_the_gpu_holds_laid_side_by_side():
       # 1 s alone over the 3 candidates with holds: at most 180 a minute
       "alone_large_problems_s": 1.0, "alone_per_candidate_s": 0.333, "per_minute_bound": 180.0,
       # 100-101: 1, 101-102: 2, 102-103: 1, 103-103.5: 1, 104-105: 1, 106-106.5: 1 -> 6 / 5
-      "mean_holders_when_busy": 1.2, "max_holders": 2, "alone_overlapped": 0}
+      "mean_holders_when_busy": 1.2, "max_holders": 2, "alone_overlapped": 0,
+      # the shared holds, one slot each (no check width said): 2 slots in 101-102 only
+      "slots_when_shared": {"1": 3.0, "2": 1.0}, "mean_slots_when_shared": 1.25}
   rows.append(holds((104.5, 104.8, "shared")))
   timeline = gpu_steps.hold_timeline(rows)
   assert timeline["alone_overlapped"] == 1 and timeline["max_holders"] == 2
@@ -673,7 +675,8 @@ def test_the_gpu_holds_laid_side_by_side():
 def test_the_slots_the_shared_holds_took_laid_side_by_side():
   """hold_timeline's slot counts on hand-made holds that record their slots (the 4th field):
   the seconds in which the shared holders took 1, 2, ... slots in all, none while a hold alone
-  runs, and none at all where a shared hold did not say (verdicts before 2026-12-06)."""
+  runs; a shared hold that did not say (verdicts before 2026-12-06) took its judge's check
+  width, or 1."""
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   holds = lambda *hs: {"evidence": {"gpu_holds": [list(h) for h in hs]}}
   rows = [holds((0.0, 2.0, "shared", 2), (3.0, 4.0, "alone", 4)),
@@ -684,9 +687,39 @@ def test_the_slots_the_shared_holds_took_laid_side_by_side():
   assert timeline["mean_slots_when_shared"] == 2.5
   assert timeline["busy_s"] == 5.0 and timeline["alone_s"] == 1.0
   assert timeline["max_holders"] == 2 and timeline["alone_overlapped"] == 0
-  rows.append(holds((6.0, 7.0, "shared")))
-  assert "slots_when_shared" not in gpu_steps.hold_timeline(rows)
+  rows.append(holds((6.0, 7.0, "shared"), (8.0, 9.0, "shared")))
+  assert gpu_steps.hold_timeline(rows)["slots_when_shared"] == {
+      "1": 3.0, "2": 1.0, "3": 1.0, "4": 1.0}
+  rows[-1]["evidence"]["check_width"] = {"width": 3}
+  assert gpu_steps.hold_timeline(rows)["slots_when_shared"] == {
+      "1": 1.0, "2": 1.0, "3": 3.0, "4": 1.0}
+  assert gpu_steps.hold_timeline(rows)["mean_slots_when_shared"] == 2.67
   assert "slots_when_shared" not in gpu_steps.hold_timeline([holds((0.0, 1.0, "alone", 4))])
+
+
+def test_a_candidates_waits_for_the_fence_beside_its_build_by_level():
+  """fence_waits_by_level re-derived by hand: medians over the correct verdicts only, each
+  figure over the verdicts that have it."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  def verdict(problem, upload, prebuild, build, timing, total, status="correct"):
+    return {"status": status, "problem": problem,
+            "stage_seconds": {"build": build, "total": total},
+            "evidence": {"fence_wait_s": {k: v for k, v in (("upload", upload),
+                                                             ("timing", timing)) if v},
+                         "cuda_prebuild": {"seconds": prebuild}}}
+  rows = [verdict("level1/19_ReLU", 5.0, 2.0, 5.5, 6.0, 13.0),
+          verdict("level1/20_LeakyReLU", 3.0, 3.0, 4.0, None, 9.0),
+          verdict("level1/21_Sigmoid", None, 2.5, 3.0, 2.0, 7.0),
+          verdict("level1/22_Tanh", 9.0, 9.0, 9.0, 9.0, 99.0, status="incorrect"),
+          verdict("level2/12_Gemm", 7.0, 3.0, 8.0, 7.5, 20.0)]
+  out = gpu_steps.fence_waits_by_level(rows)
+  assert out["level1"] == {"candidates": 3, "upload_fence_wait": {"n": 2, "median": 4.0},
+                           "prebuild": {"n": 3, "median": 2.5},
+                           "build_stage": {"n": 3, "median": 4.0},
+                           "timing_fence_wait": {"n": 2, "median": 4.0},
+                           "total": {"n": 3, "median": 9.0}}
+  assert out["level2"]["upload_fence_wait"] == {"n": 1, "median": 7.0}
+  assert gpu_steps.fence_waits_by_level([]) == {}
 
 
 def test_the_forwards_alone_counted_from_the_times_a_run_measured():
