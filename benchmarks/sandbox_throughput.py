@@ -68,7 +68,11 @@ the GPU hold in which they move, under the start-up fence, instead of in it
 `noledger`, a judge keeps its weights on the GPU between holds only where every judge on it could
 keep as much, not where those kept now and its own fit (SandboxConfig.weights_ledger); with
 `pybind`, a lite main.cpp binds the candidate's functions through pybind11 as before 2026-12-06,
-not through CPython's API where it can (SandboxConfig.lite_capi_main, lite_capi.py).
+not through CPython's API where it can (SandboxConfig.lite_capi_main, lite_capi.py); with
+`emptyfence`, a reference with no parameters or buffers uploaded under the start-up fence all
+the same, as before 2026-12-06 (SandboxConfig.fence_empty_uploads); with `refinhold`, a
+reference with tensors uploaded in its judge's first GPU hold instead of under the start-up
+fence while its candidate builds (SandboxConfig.reference_upload_in_hold).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -124,11 +128,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
-              "regahead", "noledger", "pybind")
+              "regahead", "noledger", "pybind", "emptyfence", "refinhold")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:regahead][:noledger][:pybind]"
+             "[:regahead][:noledger][:pybind][:emptyfence][:refinhold]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -318,6 +322,12 @@ class BenchPath(NamedTuple):
   # a lite main.cpp bound through CPython's API where it can be (SandboxConfig.lite_capi_main),
   # not through pybind11
   capi_main: bool = True
+  # a reference with no tensors uploaded under the start-up fence all the same
+  # (SandboxConfig.fence_empty_uploads)
+  fence_empty_uploads: bool = False
+  # a reference with tensors uploaded in its judge's first GPU hold, not under the start-up
+  # fence (SandboxConfig.reference_upload_in_hold)
+  reference_upload_in_hold: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -342,7 +352,9 @@ def parse_path(path: str) -> BenchPath:
   trials; `regahead`: large models' pages registered before the hold they move in; `bandL-H`:
   candidates' timings precise only for speedups between L and H; `noledger`: weights kept on the
   GPU between holds only where every judge could keep as much; `pybind`: a lite main.cpp bound
-  through pybind11, not through CPython's API where it can be)."""
+  through pybind11, not through CPython's API where it can be; `emptyfence`: a reference with
+  no tensors to move uploaded under the start-up fence all the same; `refinhold`: a reference
+  with tensors uploaded in its judge's first hold, not under the start-up fence)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -394,7 +406,8 @@ def parse_path(path: str) -> BenchPath:
                    "pristine" not in flags_given, "allseed" in flags_given,
                    "noretime" not in flags_given, precision, min_trials,
                    "regahead" in flags_given, band, "noledger" not in flags_given,
-                   "pybind" not in flags_given)
+                   "pybind" not in flags_given, "emptyfence" in flags_given,
+                   "refinhold" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -522,7 +535,11 @@ def run() -> dict:
                                                          or path.register_ahead),
                                  speedup_band=path.speedup_band or base.speedup_band,
                                  weights_ledger=base.weights_ledger and path.weights_ledger,
-                                 lite_capi_main=base.lite_capi_main and path.capi_main)
+                                 lite_capi_main=base.lite_capi_main and path.capi_main,
+                                 fence_empty_uploads=(base.fence_empty_uploads
+                                                      or path.fence_empty_uploads),
+                                 reference_upload_in_hold=(base.reference_upload_in_hold
+                                                           or path.reference_upload_in_hold))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -261,3 +261,75 @@ def test_a_timing_that_may_wait_a_while_gives_up_at_once_behind_another_timing(t
     assert waited is None
   assert time.perf_counter() - t0 < 1.0
   other[1].set()
+
+
+def test_a_reference_with_nothing_to_move_is_uploaded_without_the_fence(monkeypatch):
+  """Judge._upload_at_start: a reference with parameters or buffers, or whose class moves
+  itself, takes the fence for its upload; one with neither (a level-1 ReLU) moves without it,
+  unless SandboxConfig.fence_empty_uploads asks for the fence as before."""
+  import contextlib  # pylint: disable=import-outside-toplevel
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_gpu  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  fenced = []
+
+  @contextlib.contextmanager
+  def fence(name, timing, slot=True):
+    assert (timing, slot) == (False, False)
+    fenced.append(name)
+    yield
+
+  class MovesItself(torch.nn.Module):
+    def to(self, *args, **kwargs):  # pylint: disable=invalid-overridden-method
+      return self
+
+  class OwnApply(torch.nn.Module):
+    def _apply(self, fn, recurse=True):
+      return self
+
+  class WithChild(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.child = OwnApply()
+
+  config = SandboxConfig(device="cpu")
+  judge = types.SimpleNamespace(torch=torch, device=torch.device("cpu"), cfg=config,
+                                verdict=types.SimpleNamespace(evidence={}), _fence=fence)
+  # pylint: disable=protected-access
+  judge._to_device = types.MethodType(judge_lib.Judge._to_device, judge)
+  upload = types.MethodType(judge_lib.Judge._upload_at_start, judge)
+  for model, takes_fence in ((torch.nn.ReLU(), False), (torch.nn.Linear(2, 2), True),
+                             (torch.nn.BatchNorm1d(2, affine=False), True),
+                             (MovesItself(), True), (WithChild(), True)):
+    fenced.clear()
+    assert upload(model) is model  # (on the CPU, moved in place)
+    assert fenced == (["upload"] if takes_fence else []), type(model).__name__
+    assert judge_gpu.moves_nothing(torch, model) is not takes_fence
+  judge.cfg = dataclasses.replace(config, fence_empty_uploads=True)
+  fenced.clear()
+  upload(torch.nn.ReLU())
+  assert fenced == ["upload"]
+
+
+def test_a_reference_with_tensors_may_wait_on_the_cpu_for_its_first_hold():
+  """Judge._reference_waits_for_a_hold: with SandboxConfig.reference_upload_in_hold, on a GPU,
+  a reference with something to move waits for a hold instead of the start-up fence; one with
+  nothing moves at once (unfenced); a reference whose weights stay apart always waits."""
+  import types  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge as judge_lib  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  for in_hold, device, model, apart, waits in (
+      (True, "cuda", torch.nn.Linear(2, 2), False, True),
+      (True, "cuda", torch.nn.ReLU(), False, False),
+      (True, "cpu", torch.nn.Linear(2, 2), False, False),
+      (False, "cuda", torch.nn.Linear(2, 2), False, False),
+      (False, "cuda", torch.nn.ReLU(), True, True)):
+    judge = types.SimpleNamespace(
+        torch=torch, cfg=SandboxConfig(device=device, reference_upload_in_hold=in_hold),
+        device=types.SimpleNamespace(type=device), _weights_apart=apart)
+    assert judge_lib.Judge._reference_waits_for_a_hold(  # pylint: disable=protected-access
+        judge, model) is waits, (in_hold, device, model, apart)

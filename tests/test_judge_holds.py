@@ -84,10 +84,12 @@ def test_on_the_cpu_one_pass_without_holds_nor_timing():
 
 @pytest.mark.parametrize("keeps_memory", [False, True])
 def test_shared_checks_and_a_timing_apart(keeps_memory):
+  """The reference, where it waited on the CPU (SandboxConfig.reference_upload_in_hold), moves
+  in the checks' hold, before them."""
   judge = _judge(width=2, keeps_memory=keeps_memory)
   Judge._held_stages(judge)
   assert judge.calls == [
-      "register ahead", ("hold", False, 2), ("checks", 5)] + (
+      "register ahead", ("hold", False, 2), "upload reference", ("checks", 5)] + (
           [] if keeps_memory else ["release"]) + [
       "let go", ("timed apart", 5, not keeps_memory), ("hold", False, 2), ("post check", 5),
       "let go"]

@@ -99,6 +99,21 @@ def test_a_free_gpu_measures_the_reference_first_and_shares_its_checks_at_once(m
                                                "compile_ms": None, "reference_trials": 10}
 
 
+def test_a_reference_waiting_on_the_cpu_moves_in_the_hold_that_measures_it_first(make_judge):
+  """SandboxConfig.reference_upload_in_hold: the reference that waited on the CPU for a hold
+  moves in the first one, before its timing; the candidate's check hold then moves nothing."""
+  judge, timed, _ = make_judge(reference_upload_in_hold=True)
+  judge._reference_on_cpu = True  # pylint: disable=protected-access
+  judge._reference_first()  # pylint: disable=protected-access
+  v = judge.verdict
+  assert v.evidence["reference_first"]["held"] is True and timed == [1]
+  assert not judge._reference_on_cpu  # pylint: disable=protected-access
+  assert "reference_upload" in v.evidence["gpu_seconds"]
+  upload_s = v.evidence["gpu_seconds"]["reference_upload"]
+  judge._upload_reference()  # pylint: disable=protected-access
+  assert v.evidence["gpu_seconds"]["reference_upload"] == upload_s  # once
+
+
 def test_the_go_comes_after_the_timing_and_before_the_checks(make_judge, monkeypatch):
   judge, _, _ = make_judge()
   seen = []

@@ -181,7 +181,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert tuple(parse_path("zygote:fast")[6:]) == ((True,) * 4 + (None,) + (True,) * 7 + (None,) * 3
                                                  + (True,) * 4 + (None, True, True, True, False,
                                                                    True, None, None, False, None,
-                                                                   True, True))
+                                                                   True, True, False, False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -293,11 +293,16 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:pybind:noledger", lite=3, concurrency=4, weights_ledger=False,
       capi_main=False)
   assert parse_path("zygote:lite_pch:reuse:gpu4").capi_main
+  assert parse_path("zygote:lite_pch:reuse:gpu4:emptyfence:t0.25") == path(
+      "zygote:lite_pch:reuse:gpu4:emptyfence:t0.25", lite=3, concurrency=4, timing_target_s=0.25,
+      fence_empty_uploads=True)
+  assert parse_path("zygote:lite_pch:refinhold:emptyfence").reference_upload_in_hold
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",
               "zygote:fast:band1", "zygote:fast:band1-3:band1-2", "zygote:fast:bandinf-3",
               "zygote:fast:noledger:noledger", "zygote:fast:pybind:pybind",
+              "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
               "zygote:fast:capi"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)

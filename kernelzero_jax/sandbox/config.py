@@ -178,6 +178,18 @@ class SandboxConfig:
   # waits for every start-up inside the fence. A judge's later steps (its reference's upload,
   # its warm-up) take the fence without a slot: they are short, in a context that exists.
   startups_at_once: int = 4
+  # Whether a reference with no parameters or buffers (nn.Module's own `to`) still takes the
+  # fence for its upload at start-up, as before 2026-12-06. Moving it is no driver or GPU work,
+  # and in a batch of 259 on an H200 the level-1 judges (most of them such references) waited
+  # 5.5 s at the median for the fence while their candidates built in 2.5 s.
+  fence_empty_uploads: bool = False
+  # A reference with tensors to move goes to the GPU in its judge's first hold (the reference
+  # measured first, or its candidate's checks) instead of under the fence while its candidate
+  # builds: the fence waits for every timing, and in that batch the level-2 judges waited 7.1 s
+  # for it at the median while their candidates built in 3.2 s. The hold, which no timing
+  # overlaps, carries the copy instead. Off until a batch measures it on a GPU
+  # (sandbox_throughput's path token `refinhold`).
+  reference_upload_in_hold: bool = False
   # Jobs one judge process serves in turn before it ends, with the warm server (zygote.py,
   # judge_host.py): a GPU judge then creates its CUDA context once for them all instead of once
   # per candidate. Every candidate still gets a worker process of its own. None: 32 on a GPU,

@@ -85,7 +85,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     # The input sets this judge made for the reference: their making's time (CUDA events, read
     # once the checks are done: evidence["input_set_ms"]; _reference).
     self.input_set_times: list[Any] = []
-    self._reference_on_cpu = False  # until its candidate's hold (_weights_apart)
+    # Until its first hold (_weights_apart; SandboxConfig.reference_upload_in_hold).
+    self._reference_on_cpu = False
     self._reference_ahead = None  # its pages registered before that hold (_register_ahead)
     self._host_memory: contextlib.ExitStack | None = None  # its host_memory_hold, if taken
     # Its place in the GPU's ledger of kept weights (_weights_apart), if it keeps them.
@@ -238,16 +239,10 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       constructed_at = time.perf_counter()
       model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
       construct_s = time.perf_counter() - constructed_at
-      # No start-up slot: those are for context creations (gpu_fence.py), and this process's
-      # context exists (in a batch of 70 on an H200, uploads of small models waited 7-10 s for
-      # a slot behind workers' context creations, to hold it for milliseconds).
-      if self._weights_apart:
-        self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under the hold
+      if self._reference_waits_for_a_hold(model):
+        self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under a hold
       else:
-        with self._fence("upload", timing=False, slot=False):
-          self.ref_model = self._to_device(model, "reference")
-          if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        self.ref_model = self._upload_at_start(model)
       del model
     except Exception as e:  # pylint: disable=broad-except
       v.reference_error = True
@@ -376,7 +371,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       # busy batch (benchmarks/hold_interference.py), half of it with the GPU held alone.
       release = cfg.timing and not self._keeps_memory(slots)
       with hold(exclusive=False, width=width):
-        self._holding(lambda: self._checks(base),
+        self._holding(self._upload_reference, lambda: self._checks(base),
                       lambda: release and self._release_gpu_memory())
       if cfg.timing:
         self._timed_apart(base, hold, release)

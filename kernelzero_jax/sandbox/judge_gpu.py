@@ -40,6 +40,17 @@ def warm_up_device(torch, problem, device) -> None:
     torch.cuda.synchronize(device)
 
 
+def moves_nothing(torch, model) -> bool:
+  """Whether `model.to(device)` is no driver or GPU work: a module with no parameters or
+  buffers whose class keeps nn.Module's own `to`, and whose submodules' classes its `_apply`
+  (a reference's classes may be any code: one of their own could move anything)."""
+  module = torch.nn.Module
+  return (isinstance(model, module) and type(model).to is module.to
+          and all(type(m)._apply is module._apply  # pylint: disable=protected-access
+                  for m in model.modules())
+          and next(model.parameters(), None) is None and next(model.buffers(), None) is None)
+
+
 def drop_tracebacks(error: BaseException) -> None:
   """Drops the tracebacks of `error` and of every exception it chains to (its cause, its
   context). Their frames hold the failed step's locals, which on a GPU judge are its input sets
@@ -378,7 +389,8 @@ class GpuSteps:
                    "init")
 
   def _upload_reference(self) -> None:
-    """Under the hold, a reference kept on the CPU so far (_weights_apart) goes to the GPU."""
+    """Under the hold, a reference kept on the CPU so far (_weights_apart, or
+    SandboxConfig.reference_upload_in_hold) goes to the GPU."""
     if self._reference_on_cpu:
       with self._step("reference_upload"):
         ahead, self._reference_ahead = self._reference_ahead, None
@@ -386,6 +398,30 @@ class GpuSteps:
         if self.device.type == "cuda":
           self.torch.cuda.synchronize(self.device)
       self._reference_on_cpu = False
+
+  def _reference_waits_for_a_hold(self, model) -> bool:
+    """Whether the reference built at start-up stays on the CPU until this judge's first hold
+    (_upload_reference): where its weights are kept off the GPU between holds
+    (_weights_apart), and on a GPU with SandboxConfig.reference_upload_in_hold where it has
+    anything to move."""
+    return self._weights_apart or (self.cfg.reference_upload_in_hold
+                                   and self.device.type == "cuda"
+                                   and not moves_nothing(self.torch, model))
+
+  def _upload_at_start(self, model):
+    """The reference built at start-up, moved to the device under the start-up fence, apart
+    from timings (without a start-up slot: those are for context creations, gpu_fence.py, and
+    this process's context exists; in a batch of 70 on an H200, uploads of small models waited
+    7-10 s for a slot behind workers' context creations, to hold it for milliseconds). Not
+    under the fence where the move is no driver or GPU work: a module with no parameters or
+    buffers, moved by nn.Module's own `to` (SandboxConfig.fence_empty_uploads)."""
+    if not self.cfg.fence_empty_uploads and moves_nothing(self.torch, model):
+      return self._to_device(model, "reference")
+    with self._fence("upload", timing=False, slot=False):
+      moved = self._to_device(model, "reference")
+      if self.device.type == "cuda":
+        self.torch.cuda.synchronize(self.device)
+    return moved
 
   def _to_device(self, model, name: str, ahead=None):
     """`model` moved to this judge's device; from its own pages page-locked in place where it

@@ -154,6 +154,7 @@ class ReferenceSteps:
 
       def measure() -> None:
         evidence["held"] = True
+        self._upload_reference()  # (where it waited for a hold: reference_upload_in_hold)
         if fenced and self._reference_to_time() and self.go_gate.claim():
           try:
             started = time.time()
