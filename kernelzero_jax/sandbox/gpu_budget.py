@@ -22,6 +22,12 @@ def _lock_path(device_index: int, slot: int, lock_dir: str | None) -> str:
   return os.path.join(directory, name)
 
 
+def slots_taken(slots: int, exclusive: bool, width: int = 1) -> int:
+  """How many of a GPU's `slots` gpu_slots takes: all of them for an exclusive hold, else
+  `width` kept between 1 and `slots`."""
+  return slots if exclusive else max(1, min(width, slots))
+
+
 @contextlib.contextmanager
 def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
               lock_dir: str | None = None, width: int = 1, wait: bool = True):
@@ -35,7 +41,7 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
   takes its slots in index order, and single slots are taken without waiting for another: no
   deadlock. Yields whether the slots are held: always, unless `wait` is False and none was
   free."""
-  width = slots if exclusive else max(1, min(width, slots))
+  width = slots_taken(slots, exclusive, width)
   groups = [range(g * width, (g + 1) * width) for g in range(slots // width)]
   order = list(range(len(groups)))
   random.Random(os.getpid()).shuffle(order)

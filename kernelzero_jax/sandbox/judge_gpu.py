@@ -86,7 +86,7 @@ class GpuSteps:
       # laid side by side (how many judges had the GPU at once, for how long one had it alone,
       # how many slots the shared checks took: benchmarks/gpu_steps.py).
       hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared",
-              slots if exclusive else max(1, min(width, slots))]
+              gpu_budget.slots_taken(slots, exclusive, width)]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:
         yield True
@@ -416,7 +416,7 @@ class GpuSteps:
     under the fence where the move is no driver or GPU work: a module with no parameters or
     buffers, moved by nn.Module's own `to` (SandboxConfig.fence_empty_uploads)."""
     if not self.cfg.fence_empty_uploads and moves_nothing(self.torch, model):
-      return self._to_device(model, "reference")
+      return model.to(self.device)  # (nothing to register or to synchronize either)
     with self._fence("upload", timing=False, slot=False):
       moved = self._to_device(model, "reference")
       if self.device.type == "cuda":
