@@ -130,3 +130,54 @@ def test_a_judge_rejects_a_candidate_that_writes_into_its_input_either_way(again
   assert v["status"] == V.REJECTED and v["stage"] == "correctness", v
   assert any("forward changed its inputs in place (argument 0)" in r for r in v["reasons"]), v
   assert v["evidence"].get("inputs_made_again") == (1 if against_reference == "1" else None)
+
+
+class _WatchedProblem(_CountingProblem):
+  """problem, with make_inputs told what must be gone by then."""
+
+  def __init__(self, gone):
+    super().__init__()
+    self.gone = gone  # weak references to the reference outputs
+    self.alive_when_made = []
+
+  def make_inputs(self, *args):
+    self.alive_when_made.append(sum(r() is not None for r in self.gone))
+    return super().make_inputs(*args)
+
+
+@pytest.mark.parametrize("outputs_right", [True, False], ids=["right", "wrong"])
+@pytest.mark.parametrize("reference,candidate", list(itertools.product(FORWARDS, repeat=2)))
+def test_outputs_compared_before_a_set_is_made_again_and_let_go_first(reference, candidate,
+                                                                      outputs_right):
+  """The compare step (CandidateSteps._outputs_and_inputs_checked): a forward that changed its
+  inputs in place is rejected for that whatever its outputs, else wrong outputs are incorrect;
+  and where the set is made again, the reference's outputs are gone by then (its memory is
+  theirs), with the caller's lists of inputs emptied either way."""
+  import weakref  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+  seed = 99
+  ref_inputs = problem.make_inputs(_get_inputs, seed, torch.device("cpu"))
+  refs = [FORWARDS[reference](*ref_inputs)]
+  after = problem.make_inputs(_get_inputs, seed, torch.device("cpu"))
+  FORWARDS[candidate](*after)  # (what it does to its inputs; its outputs are set below)
+  outputs = [refs[0].clone() if outputs_right else refs[0] + 1.0]
+  judge = _judge()
+  judge.problem = _WatchedProblem([weakref.ref(t) for t in refs])
+  judge.cfg, judge.close_stats = SandboxConfig(device="cpu"), None
+  steps = judge_checks.CandidateSteps
+  judge._inputs_kept = types.MethodType(steps._inputs_kept, judge)  # pylint: disable=protected-access
+  judge._compare = types.MethodType(steps._compare, judge)  # pylint: disable=protected-access
+  alike = all(torch.equal(a, r) for a, r in zip(after, ref_inputs))
+  try:
+    steps._outputs_and_inputs_checked(  # pylint: disable=protected-access
+        judge, seed, outputs, after, refs, ref_inputs, "correctness", None)
+    status = None
+  except StageFailure as f:
+    status = f.status
+  kept = _pristine_rule(seed, FORWARDS[reference], FORWARDS[candidate])
+  assert status == (None if kept and outputs_right else V.INCORRECT if kept else V.REJECTED)
+  assert judge.problem.alive_when_made == ([] if alike else [0])
+  assert len(refs) == (1 if alike else 0)
+  if kept:  # (a rejection leaves the caller's lists to its unwinding)
+    assert ref_inputs == []
+  assert judge.verdict.max_abs_error is not None  # the outputs were compared in every case

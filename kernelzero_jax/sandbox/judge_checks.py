@@ -96,8 +96,8 @@ class CandidateSteps:
       v.num_correct_trials += 1
     v.stage_seconds["correctness"] = round(time.perf_counter() - t0, 3)
 
-  def _check_seed(self, seed: int, profile: bool, stage: str) -> list:
-    """Runs the candidate on input set `seed` and checks it. Returns the reference outputs.
+  def _check_seed(self, seed: int, profile: bool, stage: str) -> None:
+    """Runs the candidate on input set `seed` and checks it.
 
     The candidate's tensors are compared where they arrive (CUDA IPC views of the worker's
     memory, or copies on the CPU) without cloning: the worker is blocked until the next command,
@@ -137,9 +137,9 @@ class CandidateSteps:
       with self._step("reference_run"):
         refs, ref_inputs, pristine = self._reference(seed, copy)
     with self._step("compare"):
-      self._inputs_kept(seed, reply["inputs_after"], ref_inputs, stage, pristine)
-      del ref_inputs, pristine
-      self._compare(reply["outputs"], refs, stage)
+      self._outputs_and_inputs_checked(seed, reply["outputs"], reply["inputs_after"], refs,
+                                       ref_inputs, stage, pristine)
+      del ref_inputs, pristine, refs
     # The views of the worker's tensors let go of here (on a GPU, their CUDA IPC handles
     # closed), not somewhere in the next step.
     t0 = time.perf_counter()
@@ -147,10 +147,41 @@ class CandidateSteps:
     worker_handle.add_seconds(
         self.verdict.evidence.setdefault("messages", {}).setdefault("run", {"n": 0}),
         "views_dropped_s", time.perf_counter() - t0)
-    return refs
+
+  def _outputs_and_inputs_checked(self, seed: int, outputs: list, after: list, refs: list,
+                                  ref_inputs: list, stage: str, pristine: list | None) -> None:
+    """_inputs_kept, then _compare of the candidate's `outputs` with the reference's `refs`: a
+    forward that changed its inputs in place is rejected for that, whatever its outputs.
+
+    The lists `refs`, `ref_inputs` and `pristine` are emptied as soon as their tensors are no
+    longer needed: the inputs before the outputs are compared, as before. Where the input set is
+    to be made again (the two forwards left it unlike), the outputs are compared before that and
+    `refs` emptied, so that the new set takes the reference outputs' place in GPU memory instead
+    of coming on top of what a check had room for. (On an H100 with 32 judges, level 1 problem
+    36's 7 GiB set, made again beside its reference's outputs, ran out of memory even with the
+    GPU to itself, and a cheat that wrote into its input got `runtime_error`, flagged as the
+    reference's, instead of `rejected`.)"""
+    compared, failure = [], []
+
+    def compare_first() -> None:
+      compared.append(True)
+      try:
+        self._compare(outputs, refs, stage)
+      except StageFailure as f:
+        failure.append(f.with_traceback(None))  # (a traceback would keep refs' frame alive)
+      refs.clear()
+
+    self._inputs_kept(seed, after, ref_inputs, stage, pristine, before_making_again=compare_first)
+    ref_inputs.clear()
+    if pristine is not None:
+      pristine.clear()
+    if failure:
+      raise failure[0]
+    if not compared:
+      self._compare(outputs, refs, stage)
 
   def _inputs_kept(self, seed: int, after: list, ref_inputs: list, stage: str,
-                   pristine: list | None = None) -> None:
+                   pristine: list | None = None, before_making_again=None) -> None:
     """Rejects a candidate whose forward changed its inputs in place (`after`: the worker's
     input set `seed` after its forward) where the reference's forward leaves them as made.
 
@@ -161,11 +192,14 @@ class CandidateSteps:
     (So no copy of each input set is made for this, nor compared after every reference forward:
     for a 6 GiB input set, a copy, 6 GiB read and 6 written, and a comparison, 12 GiB read.)
     `pristine`: a copy of the set made before the reference's forward, compared with instead
-    (the way this was done before, for benchmarks: KZ_INPUTS_AGAINST_REFERENCE=0)."""
+    (the way this was done before, for benchmarks: KZ_INPUTS_AGAINST_REFERENCE=0).
+    `before_making_again` is called, if given, just before the set is made again."""
     problem = self.problem
     if pristine is None:
       if not problem.inputs_unchanged(after, ref_inputs):
         return
+      if before_making_again is not None:
+        before_making_again()
       evidence = self.verdict.evidence
       evidence["inputs_made_again"] = evidence.get("inputs_made_again", 0) + 1
       pristine = problem.make_inputs(self.ref_mod.get_inputs, seed, self.device)
