@@ -25,6 +25,12 @@
 #   b259     the batch of 259 (9 copies; the 256), the paths of $B259_PATH
 #            (comma-separated), by default the default path (about 3-4 minutes; COPIES changes
 #            the 9)
+#   rlmix    a batch that fails as an RL step's does: each of the teacher's 27 CUDA kernels
+#            $COPIES times (default 2) and $FAULT_COPIES (default 2) copies of each failing
+#            variant of it (benchmarks/faulty_candidates.py: compile, runtime, torchop), 216
+#            candidates, 3 in 4 failing; 24 judges at once; the paths of $RLMIX_PATH, by default
+#            the default (a worker kept for up to 8 candidates, a failure in a kept worker judged
+#            again in a fresh one) against `w1` (a fresh worker for every candidate)
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
@@ -44,7 +50,7 @@
 # OUT_DIR/RUN.tgz (the summary, the verdicts of every path, the console output) and prints the
 # summary's last lines.
 set -uo pipefail
-out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259, overhead, builds, ipc or disturb}; kb=${3:-.kb}
+out=${1:?output directory}; run=${2:?run: l2batch, l1batch, triton, b70, b259, rlmix, overhead, builds, ipc or disturb}; kb=${3:-.kb}
 mkdir -p "$out/$run"
 common=(--kernelbench_dir="$kb" --out="$out/$run/tp_$run.json")
 case "$run" in
@@ -63,6 +69,9 @@ zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
 zygote:lite_pch:reuse:gpu4:w16) ;;
   b259) args=(--backends=cuda --copies=${COPIES:-9} --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
+  rlmix) args=(--backends=cuda --extras=false --copies=${COPIES:-2} --faults=compile,runtime,torchop
+               --fault_copies=${FAULT_COPIES:-2} --max_parallel=24 --timing_target_s=0.25
+               --paths="${RLMIX_PATH:-zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:w1}") ;;
   disturb) args=(--backends=cuda --problem_regex='level(1/19|2/95)_' --copies=${COPIES:-8}
                  --cheat_regex=busy_at_import --cheat_copies=${CHEATS:-6} --shuffle_seed=0
                  --max_parallel=${PARALLEL:-24}

@@ -86,8 +86,11 @@ same run:
 
 The batch: the rule-based teacher's candidate for every KernelBench level-1/2 problem it
 understands (full size), each `--copies` times (RL groups repeat candidates), plus the honest and
-cheating candidates of benchmarks/candidates/ for the chosen backends. Each path judges the whole
-batch with the same SandboxPool settings (GPU work serialised per GPU, as in training). Prints
+cheating candidates of benchmarks/candidates/ for the chosen backends, and with `--faults`
+failing variants of the teacher's candidates (benchmarks/faulty_candidates.py), for a batch that
+fails as an RL step's does; the summary counts each kind's statuses (`by_kind`). Each path
+judges the whole batch with the same SandboxPool settings (GPU work serialised per GPU, as in
+training). Prints
 per-candidate stage times (queue, build, waiting for the GPU, correctness, timing, total), the
 medians and the throughput of each path, their ratio, and every candidate whose verdict differs
 (status, stage or correctness); writes all verdicts as JSON. (The first H200 results of
@@ -111,6 +114,7 @@ from unittest import mock
 from absl import app
 from absl import flags
 
+from benchmarks import faulty_candidates
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_timings,
@@ -164,6 +168,11 @@ _EXTRAS = flags.DEFINE_bool("extras", True, "Add benchmarks/candidates' honest k
 _CHEAT_COPIES = flags.DEFINE_integer(
     "cheat_copies", 1, "Copies of each cheat with --extras (cheats/busy_at_import.py keeps the "
     "GPU busy at import, where no judge holds it: more copies, more timings it disturbs).")
+_FAULTS = flags.DEFINE_list(
+    "faults", [], "Also, for each teacher kernel, failing variants of it "
+    f"(benchmarks/faulty_candidates.py: {', '.join(faulty_candidates.FAULTS)}), --fault_copies "
+    "of each, named faulty/FAULT/PROBLEM/BACKEND/COPY: a batch that fails as an RL step's does.")
+_FAULT_COPIES = flags.DEFINE_integer("fault_copies", 1, "Copies of each failing variant.")
 _SHUFFLE_SEED = flags.DEFINE_integer(
     "shuffle_seed", None, "Judge the batch in an order shuffled with this seed (the same on every "
     "path), not problem by problem with the extras last: cheats then run among the others.")
@@ -215,6 +224,12 @@ def make_batch(kb_dir: str, backends: list[str], copies: int, max_teacher: int
       for c in range(copies):
         jobs.append(Job(task.source, source, backend, name=f"teacher/{task.key}/{backend}/{c}"))
         meta.append({"kind": "teacher", "problem": task.key, "backend": backend})
+      for fault in _FAULTS.value:
+        broken = faulty_candidates.inject(source, backend, fault)
+        for c in range(_FAULT_COPIES.value):
+          jobs.append(Job(task.source, broken, backend,
+                          name=f"faulty/{fault}/{task.key}/{backend}/{c}"))
+          meta.append({"kind": f"faulty/{fault}", "problem": task.key, "backend": backend})
     root = _CANDIDATES.value
     for kind in ("honest", "cheats") if _EXTRAS.value else ():
       folder = os.path.join(root, kind)
@@ -449,6 +464,26 @@ def judge_processes(rows: list[dict]) -> dict[str, Any]:
           "kept_workers": kept_workers(rows)}
 
 
+def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
+  """Each kind of candidate's verdicts (teacher, honest, cheats, faulty/FAULT): how many, their
+  statuses, the median time from start to verdict and of the build stage, and how many were
+  judged again after a kept worker's failure (Judge.run: a second judge, in a fresh worker)."""
+  out: dict[str, dict[str, Any]] = {}
+  for r in rows:
+    kind = out.setdefault(r.get("kind", "?"), {"n": 0, "statuses": {}, "totals": [],
+                                               "builds": [], "judged_again": 0})
+    kind["n"] += 1
+    kind["statuses"][r["status"]] = kind["statuses"].get(r["status"], 0) + 1
+    stages = r.get("stage_seconds") or {}
+    kind["totals"].append(stages.get("total"))
+    kind["builds"].append(stages.get("build"))
+    kind["judged_again"] += "judged_again" in (r.get("evidence") or {})
+  for kind in out.values():
+    kind["median_total_s"] = _median([t for t in kind.pop("totals") if t is not None])
+    kind["median_build_s"] = _median([b for b in kind.pop("builds") if b is not None])
+  return dict(sorted(out.items()))
+
+
 def kept_workers(rows: list[dict]) -> dict[str, Any]:
   """What the kept workers' looks at themselves found (evidence["worker_reuse"]): how many
   served the next job, the medians of the look (the judge's wait, the worker's own check), and
@@ -601,6 +636,7 @@ def run() -> dict:
     trials = timing_trials_summary(rows)
     load = cpu.summary(items=len(rows))
     served = judge_processes(rows)
+    kinds = by_kind(rows)
     clock = dict(timing_clocks(rows, clocks.samples), error=clocks.error)
     results[name] = {"wall_s": round(wall, 1), "num": len(rows),
                      "server_start_s": round(server_start, 1) if _WARM_UP.value else None,
@@ -625,7 +661,7 @@ def run() -> dict:
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "disturbed_timings": disturbed, "disturbance_classes": classes,
-                     "judge_processes": served, "rows": rows}
+                     "judge_processes": served, "by_kind": kinds, "rows": rows}
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
@@ -643,6 +679,7 @@ def run() -> dict:
           f"{served['worker_starts']}")
     if served["kept_workers"]["looked"]:
       print(f"kept workers: {json.dumps(served['kept_workers'])}")
+    print(f"by kind: {json.dumps(kinds)}")
     if clock["samples"]:
       print(f"GPU clocks ({clock['samples']} samples): {clock['run']}; timed copies over "
             f"their copies' median by more than 10%, with the clocks of their timing hold and "
