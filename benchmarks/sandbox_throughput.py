@@ -100,6 +100,7 @@ medians and the throughput of each path, their ratio, and every candidate whose 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -466,22 +467,20 @@ def judge_processes(rows: list[dict]) -> dict[str, Any]:
 
 def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Each kind of candidate's verdicts (teacher, honest, cheats, faulty/FAULT): how many, their
-  statuses, the median time from start to verdict and of the build stage, and how many were
-  judged again after a kept worker's failure (Judge.run: a second judge, in a fresh worker)."""
-  out: dict[str, dict[str, Any]] = {}
+  statuses, how many were judged again after a kept worker's failure (Judge.run: a second judge,
+  in a fresh worker), and the median time from start to verdict and of the build stage."""
+  kinds: dict[str, list[dict]] = {}
   for r in rows:
-    kind = out.setdefault(r.get("kind", "?"), {"n": 0, "statuses": {}, "totals": [],
-                                               "builds": [], "judged_again": 0})
-    kind["n"] += 1
-    kind["statuses"][r["status"]] = kind["statuses"].get(r["status"], 0) + 1
-    stages = r.get("stage_seconds") or {}
-    kind["totals"].append(stages.get("total"))
-    kind["builds"].append(stages.get("build"))
-    kind["judged_again"] += "judged_again" in (r.get("evidence") or {})
-  for kind in out.values():
-    kind["median_total_s"] = _median([t for t in kind.pop("totals") if t is not None])
-    kind["median_build_s"] = _median([b for b in kind.pop("builds") if b is not None])
-  return dict(sorted(out.items()))
+    kinds.setdefault(r.get("kind", "?"), []).append(r)
+  out = {}
+  for kind, group in sorted(kinds.items()):
+    stages = [r.get("stage_seconds") or {} for r in group]
+    out[kind] = {
+        "n": len(group), "statuses": dict(collections.Counter(r["status"] for r in group)),
+        "judged_again": sum("judged_again" in (r.get("evidence") or {}) for r in group),
+        "median_total_s": _median([s["total"] for s in stages if s.get("total") is not None]),
+        "median_build_s": _median([s["build"] for s in stages if s.get("build") is not None])}
+  return out
 
 
 def kept_workers(rows: list[dict]) -> dict[str, Any]:
