@@ -72,7 +72,9 @@ not through CPython's API where it can (SandboxConfig.lite_capi_main, lite_capi.
 `emptyfence`, a reference with no parameters or buffers uploaded under the start-up fence all
 the same, as before 2026-12-06 (SandboxConfig.fence_empty_uploads); with `refinhold`, a
 reference with tensors uploaded in its judge's first GPU hold instead of under the start-up
-fence while its candidate builds (SandboxConfig.reference_upload_in_hold).
+fence while its candidate builds (SandboxConfig.reference_upload_in_hold); with
+`keptfallback`, a kept worker building a candidate whose lite build failed in its prebuilder, as
+before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallback_builds).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -133,11 +135,11 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
-              "regahead", "noledger", "pybind", "emptyfence", "refinhold")
+              "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:regahead][:noledger][:pybind][:emptyfence][:refinhold]"
+             "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -344,6 +346,9 @@ class BenchPath(NamedTuple):
   # a reference with tensors uploaded in its judge's first GPU hold, not under the start-up
   # fence (SandboxConfig.reference_upload_in_hold)
   reference_upload_in_hold: bool = False
+  # a candidate whose lite build failed in its prebuilder built by a new worker, not a kept one
+  # (SandboxConfig.fresh_worker_for_fallback_builds)
+  fresh_worker_for_fallback_builds: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -370,7 +375,8 @@ def parse_path(path: str) -> BenchPath:
   GPU between holds only where every judge could keep as much; `pybind`: a lite main.cpp bound
   through pybind11, not through CPython's API where it can be; `emptyfence`: a reference with
   no tensors to move uploaded under the start-up fence all the same; `refinhold`: a reference
-  with tensors uploaded in its judge's first hold, not under the start-up fence)."""
+  with tensors uploaded in its judge's first hold, not under the start-up fence;
+  `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -423,7 +429,7 @@ def parse_path(path: str) -> BenchPath:
                    "noretime" not in flags_given, precision, min_trials,
                    "regahead" in flags_given, band, "noledger" not in flags_given,
                    "pybind" not in flags_given, "emptyfence" in flags_given,
-                   "refinhold" in flags_given)
+                   "refinhold" in flags_given, "keptfallback" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -573,7 +579,10 @@ def run() -> dict:
                                  fence_empty_uploads=(base.fence_empty_uploads
                                                       or path.fence_empty_uploads),
                                  reference_upload_in_hold=(base.reference_upload_in_hold
-                                                           or path.reference_upload_in_hold))
+                                                           or path.reference_upload_in_hold),
+                                 fresh_worker_for_fallback_builds=(
+                                     base.fresh_worker_for_fallback_builds
+                                     and path.fresh_worker_for_fallback_builds))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

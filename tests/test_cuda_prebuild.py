@@ -162,7 +162,8 @@ def test_without_a_known_gpu_architecture_the_prebuilder_builds_nothing(monkeypa
   with _started(CANDIDATE) as (workdir, worker, prebuilder):
     summary = cuda_prebuild.hand_over(prebuilder, worker, workdir, 240)
     assert summary == {"ok": False, "error": "no single GPU architecture found through NVML",
-                       "batons_removed": 0, "waited_s": summary["waited_s"]}
+                       "batons_removed": 0, "lite_failed": False,
+                       "waited_s": summary["waited_s"]}
     assert glob.glob(os.path.join(workdir, cuda_prebuild.EXTENSIONS_DIR, "*")) == []
     _builds_and_runs_its_extension(worker)
 
@@ -178,6 +179,21 @@ def test_where_the_prebuilders_lite_build_failed_the_worker_starts_from_the_fall
     assert built["build_log"] == [
         "lite build failed in the prebuilder; building with torch's headers",
         "plain build (nothing to speed up)"]
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_whose_build_fails_says_how_it_built_and_for_how_long():
+  broken = CANDIDATE.replace("int seven() { return 7; }", "int seven() { return kz_missing; }")
+  with _started(broken, fast_build=True, lite_object="/nonexistent/rt.o") as (
+      _, worker, prebuilder):
+    prebuilder.kill()
+    channel.send(worker.conn, {"cmd": "go", "skip_lite": True}, by_value=True)
+    failed = worker.wait(240, "build")
+  assert not failed["ok"] and failed["status"] == "compile_error"
+  assert "kz_missing" in failed["error"] and failed["seconds"] > 0
+  assert failed["build_log"] == [
+      "lite build failed in the prebuilder; building with torch's headers",
+      "plain build (nothing to speed up)"]
 
 
 def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
@@ -205,6 +221,82 @@ def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
     summary = cuda_prebuild.hand_over(prebuilder, worker, tempfile.mkdtemp(), 1.0)
     assert prebuilder.killed and summary["ok"] is reply["ok"]
     assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip}
+
+
+def test_the_go_goes_to_the_worker_the_judge_names_once_the_prebuilder_is_done():
+  class Prebuilder:
+    def wait(self, timeout_s, stage):
+      del timeout_s, stage
+      return {"ok": False, "error": "e",
+              "build_log": ["lite build failed (RuntimeError: x); building with torch's headers"]}
+
+    def kill(self):
+      pass
+
+  class Worker:
+    def __init__(self):
+      self.conn, self.other_end = multiprocessing.Pipe()
+
+  kept, new, asked = Worker(), Worker(), []
+  summary = cuda_prebuild.hand_over(Prebuilder(), kept, tempfile.mkdtemp(), 1.0,
+                                    worker_for=lambda s: asked.append(dict(s)) or new)
+  assert [a["lite_failed"] for a in asked] == [True] and summary["lite_failed"] is True
+  assert channel.recv(new.other_end) == {"cmd": "go", "skip_lite": True}
+  assert not kept.other_end.poll(0)
+  # none: the worker was killed after a failure meanwhile; nothing to tell
+  summary = cuda_prebuild.hand_over(Prebuilder(), kept, tempfile.mkdtemp(), 1.0,
+                                    worker_for=lambda s: None)
+  assert summary["lite_failed"] is True and not kept.other_end.poll(0)
+
+
+class _KeptWorker:
+  """A kept worker as its judge sees it, waiting for its go: records its kill."""
+  start_method, pid = "kept", 4242
+
+  def __init__(self):
+    self.killed = False
+
+  def kill(self):
+    self.killed = True
+
+
+@pytest.mark.parametrize("lite_failed, serves, fresh, replaced", [
+    (True, 3, True, True),
+    (False, 3, True, False),  # built lite (or not lite at all): the kept worker builds
+    (True, 1, True, False),  # a new worker already
+    (True, 3, False, False),  # SandboxConfig.fresh_worker_for_fallback_builds off
+])
+def test_a_candidate_whose_lite_build_failed_gets_a_new_worker_instead_of_a_kept_one(
+    lite_failed, serves, fresh, replaced, monkeypatch):
+  """A kept worker's failure is judged again in a new worker (Judge.run), building it all
+  again; a lite build that failed leaves the fallback build, which such candidates nearly always
+  fail too: a new worker builds it, and its failure stands."""
+  monkeypatch.setattr(judge_worker, "WorkerHandle", _Recorded)
+  _Recorded.specs = []
+  job = {"backend": "cuda", "config": {"device": "cuda", "fresh_worker_for_fallback_builds": fresh},
+         "candidate_source": CANDIDATE, "reference_source": REFERENCE}
+  judge = judge_lib.Judge(job)
+  shutil.rmtree(judge.workdir, ignore_errors=True)
+  kept = _KeptWorker()
+  judge.worker, judge.worker_serves = kept, serves
+  judge._worker_spec = {"await_go": True, "workdir": judge.workdir}  # pylint: disable=protected-access
+  judge.verdict.evidence.update(worker_reuse={"served": serves - 1, "kept": True},
+                                worker_start="kept", worker_pid=kept.pid)
+  worker = judge._worker_for_the_build({"lite_failed": lite_failed})  # pylint: disable=protected-access
+  ev = judge.verdict.evidence
+  if not replaced:
+    assert worker is kept and not kept.killed and _Recorded.specs == []
+    assert "replaced" not in ev["worker_reuse"] and ev["worker_start"] == "kept"
+    return
+  assert kept.killed and judge.worker is worker and judge.worker_serves == 1
+  assert _Recorded.specs == [({"await_go": True, "workdir": judge.workdir}, True)]
+  assert ev["worker_reuse"]["replaced"] == {"served": 2,
+                                            "why": "the lite build failed in the prebuilder"}
+  assert ev["worker_start"] == "fork" and ev["worker_pid"] is None
+  assert worker.messages is ev["messages"]
+  judge.worker = None  # killed after a failure meanwhile: nothing to start
+  assert judge._worker_for_the_build({"lite_failed": True}) is None  # pylint: disable=protected-access
+  assert len(_Recorded.specs) == 1
 
 
 def test_the_go_waits_for_the_judge_timing_the_reference():

@@ -141,6 +141,8 @@ def test_exception_at_import_is_a_compile_error(verdicts):
   assert v.status == "compile_error", _describe(v)
   assert "boom at import" in _reasons(v)
   assert v.stage == "build"
+  # how long its build took until it failed (a compile error's cost: sandbox_throughput.by_kind)
+  assert 0 < v.stage_seconds["build"] <= v.stage_seconds["total"]
 
 
 def test_exception_in_forward_is_a_runtime_error(verdicts):

@@ -206,6 +206,13 @@ class SandboxConfig:
   # ran at 57.6 a minute with 8 against 46.9 with 1: a new worker's CUDA context waits for the
   # start-up fence, which timings close, 11-14 s at the median in such a batch.
   candidates_per_worker: int | None = None
+  # With kept workers: a CUDA candidate whose lite build failed in its prebuilder (which then
+  # builds the fallback way: fast_build.py) gets a new worker instead of the kept one, so that
+  # its failure, the likely end of such a build, needs no second judging (a kept worker's
+  # failures are judged again in a new one, building everything again). In a batch where 3 in 4
+  # candidates failed on an H100, one new worker per candidate ran 1.19-1.32x the kept
+  # workers' throughput, with 10-13 compile errors built twice (BENCHMARKS.md).
+  fresh_worker_for_fallback_builds: bool = True
   # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
   # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
   # time-slice, so those timings would lengthen, a shared reference time with them), and are

@@ -101,20 +101,29 @@ def clear_for_worker(workdir: str, built: bool) -> int:
 
 
 def hand_over(prebuilder, worker, workdir: str, wait_s: float,
-              before_go: Callable[[], Any] | None = None) -> dict[str, Any]:
+              before_go: Callable[[], Any] | None = None,
+              worker_for: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
   """Waits up to `wait_s` for the prebuilder (a worker_handle.WorkerHandle) and kills it
   (worker_handle.finish_side_worker), readies the directory and tells the worker (another
   WorkerHandle, waiting) to go, once `before_go` returns (the judge timing the reference
-  meanwhile). Returns the evidence: the reply's summary, the wait and the batons removed.
-  Whatever happened to the prebuilder, the worker builds as it would have without one."""
+  meanwhile). `worker_for(summary)`, if given, names the worker that gets the go, once the
+  prebuilder is done (the judge may start a new one instead: Judge._worker_for_the_build).
+  Returns the evidence: the reply's summary ("lite_failed": whether its lite build failed, so
+  that the worker builds the fallback way), the wait and the batons removed. Whatever happened
+  to the prebuilder, the worker builds as it would have without one."""
   summary = {"ok": False, **worker_handle.finish_side_worker(
       prebuilder, wait_s, "prebuild", sanitize, REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
   skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
+  summary["lite_failed"] = skip_lite
+  if worker_for is not None:
+    worker = worker_for(summary)
   if before_go is not None:
     t0 = time.perf_counter()
     before_go()
     summary["waited_for_judge_s"] = round(time.perf_counter() - t0, 3)
+  if worker is None:
+    return summary  # none: killed after a failure meanwhile (its judge's wait says why)
   try:
     channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)
   except OSError:

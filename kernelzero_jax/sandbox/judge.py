@@ -60,6 +60,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
                               "float16": list(self.cfg.tolerance_for("float16")),
                               "bfloat16": list(self.cfg.tolerance_for("bfloat16"))}
     self.worker: WorkerHandle | None = None
+    self._worker_spec: dict[str, Any] | None = None  # what it was started with (_start_worker)
     self.device = None  # torch's, once the judge has imported it (_evaluate)
     self.precompiler: WorkerHandle | None = None  # a Triton candidate's (triton_precompile.py)
     self.prebuilder: WorkerHandle | None = None  # a CUDA candidate's (cuda_prebuild.py)...
@@ -173,7 +174,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       return self._finish(f.status, [f.reason])
     finally:
       self._join_look()
-      for handle in (self.worker, self.precompiler, self.prebuilder):
+      killed = self.worker
+      for handle in (killed, self.precompiler, self.prebuilder):
         if handle is not None:
           handle.kill()
       if self._go_timer is not None:
@@ -182,6 +184,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       # the import's window.
       if self._hand_over_thread is not None:
         self._hand_over_thread.join()
+        if self.worker is not None and self.worker is not killed:  # a new one, started meanwhile
+          self.worker.kill()  # (_worker_for_the_build)
       for kind in list(self._setup_windows):  # its worker's code ended with no reply read
         self._close_setup_window(kind, None)
       if self._reference_ahead is not None:  # registered, never moved (a failure before)
@@ -275,14 +279,15 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       reply = self.worker.wait(max(remaining, worker_handle.POLL_S), "build", cfg.build_timeout_s)
     finally:
       self._close_setup_window("import", reply)
-    built = self._expect(reply, "build")
     v.stage_seconds["build"] = round(time.perf_counter() - self.worker_started, 3)
+    log = reply.get("build_log")
+    if isinstance(log, list) and log:  # how each load_inline built (fast, or fell back), or failed
+      v.evidence["build"] = [str(line)[:300] for line in log[:8]]
+    built = self._expect(reply, "build")
     v.evidence["startup_seconds"] = judge_worker.startup_seconds(built, self.worker_started,
                                                                  startup.seconds)
     if built.get("setup_gpu"):  # the GPU work of its import, which no hold covers
       v.evidence.setdefault("setup_gpu", {})["import"] = built["setup_gpu"]
-    if built.get("build_log"):  # how each load_inline built (fast, or fell back to plain)
-      v.evidence["build"] = list(built["build_log"])[:8]
     if self.pch_header:
       from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
       if not fast_build.pch_intact(self.pch_header):

@@ -100,6 +100,7 @@ class WorkerSteps:
       spec["extension_suffix"] = "_kz" + os.urandom(4).hex()
       self.worker_key = worker_handle.worker_key(spec)
     worker_spec = dict(spec, await_go=True) if prebuild or self.awaits_go else spec
+    self._worker_spec = worker_spec  # (a new worker's, where it replaces a kept one)
     if not worker_spec.get("await_go"):  # it imports its candidate as soon as it is set up
       self._open_setup_window("import")
     # A kept worker looks itself over first (worker_handle.take_kept_worker, a few tenths of a
@@ -237,11 +238,32 @@ class WorkerSteps:
           gate.open()
         self._open_setup_window("import")
       self.verdict.evidence["cuda_prebuild"] = cuda_prebuild.hand_over(
-          prebuilder, worker, self.workdir, wait_s, before_go)
+          prebuilder, worker, self.workdir, wait_s, before_go, self._worker_for_the_build)
       self.go_sent_at = time.perf_counter()
     self._hand_over_thread = threading.Thread(target=hand_over, name="prebuild-hand-over",
                                               daemon=True)
     self._hand_over_thread.start()
+
+  def _worker_for_the_build(self, prebuild: dict[str, Any]) -> WorkerHandle | None:
+    """The worker that builds the candidate, once its prebuilder is done (`prebuild`: its
+    summary, cuda_prebuild.hand_over): a new one instead of a kept one where the lite build
+    failed and SandboxConfig.fresh_worker_for_fallback_builds. Such a candidate nearly always
+    fails to compile in the worker too, and a kept worker's failure is judged again in a new
+    one (Judge.run), with every build made again; the kept worker has not seen the candidate
+    yet (it waits for the go). None where the worker was killed after a failure meanwhile."""
+    kept = self.worker
+    if (kept is None or self.worker_serves <= 1 or not prebuild.get("lite_failed")
+        or not self.cfg.fresh_worker_for_fallback_builds):
+      return kept
+    kept.kill()
+    worker = WorkerHandle(self._worker_spec, self.cfg.memory_limit_gb)
+    worker.messages = self.verdict.evidence.setdefault("messages", {})
+    ev = self.verdict.evidence
+    ev.setdefault("worker_reuse", {})["replaced"] = {
+        "served": self.worker_serves - 1, "why": "the lite build failed in the prebuilder"}
+    ev["worker_start"], ev["worker_pid"] = worker.start_method, worker.pid
+    self.worker, self.worker_serves = worker, 1
+    return worker
 
   def _prebuild_holds_the_go(self) -> bool:
     """Whether the worker's go still waits for its prebuilder (_start_hand_over)."""

@@ -72,8 +72,10 @@ class BuildSteps:
       if self.guard.violations:
         return self.with_failed_setup(
             {"ok": False, "status": V.REJECTED, "error": "; ".join(self._tamper_violations())})
+      # (With the steps its builds took before they failed: evidence["build"].)
       return self.with_failed_setup(
-          {"ok": False, "status": V.COMPILE_ERROR, "error": V.error_tail(e)})
+          {"ok": False, "status": V.COMPILE_ERROR, "error": V.error_tail(e),
+           "build_log": list(self.build_log), "seconds": time.perf_counter() - t0})
     self.module = module
     reply = self._clean_reply(setup_gpu)
     if not reply["ok"]:
