@@ -21,10 +21,13 @@ directory once per mode, one build at a time:
          the sandbox's build (SandboxConfig.lite_bind_pch).
   lite_capi  lite_pch, with main.cpp bound through CPython's API instead of pybind11 where
          lite_capi.py can (SandboxConfig.lite_capi_main).
-Two more modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
+Other modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
 they also run on a machine without CUDA, with a CPU precompiled header there):
   main_pch   main.cpp as load_inline writes it, with the precompiled torch/extension.h (what
              fast and lite_cu compile);
+  main_plain the same main.cpp with torch/extension.h as text (what plain compiles, and the
+             sandbox's build as asked after a failed fast build, unless the object that failed
+             there fails first: ninja_steps.objects_first);
   main_lite  main.cpp as a lite build writes it, against kz_torch_lite_bind.h (what lite
              compiles);
   main_lite_pch  the same main.cpp with the precompiled binding header (what lite_pch
@@ -63,7 +66,7 @@ _FAST_MODES = {"light": (False, False, False, False, False, False),
                "lite": (True, True, True, True, False, False),
                "lite_pch": (True, True, True, True, True, False),
                "lite_capi": (True, True, True, True, True, True)}
-_MAIN_MODES = ("main_pch", "main_lite", "main_lite_pch", "main_capi")
+_MAIN_MODES = ("main_pch", "main_plain", "main_lite", "main_lite_pch", "main_capi")
 
 
 def _define_flags() -> None:
@@ -155,10 +158,10 @@ def written_main_cpp(call: dict, lite: bool, capi: bool = False) -> str | None:
 
 
 def compile_main_cpp(source: str, header: str, lite: bool,
-                     bind: bool = False) -> tuple[bool, str | None]:
+                     bind: bool = False, pch: bool = True) -> tuple[bool, str | None]:
   """Compiles `source` (a main.cpp) to an object with the flags the PCH `header` was built with,
-  and the PCH itself or the lite headers (`bind`: the bind directory's first, with its
-  precompiled binding header)."""
+  and the PCH itself (unless not `pch`: its headers as text) or the lite headers (`bind`: the
+  bind directory's first, with its precompiled binding header)."""
   import subprocess  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
@@ -168,7 +171,7 @@ def compile_main_cpp(source: str, header: str, lite: bool,
   path = os.path.join(out_dir, "main.cpp")
   with open(path, "w", encoding="utf-8") as f:
     f.write(source)
-  extra = ["-I", lite_build.LITE_DIR] if lite else ["-include", header]
+  extra = ["-I", lite_build.LITE_DIR] if lite else ["-include", header] if pch else []
   if bind:
     extra = ["-I", fast_build.bind_dir_of(header), *extra]
   proc = subprocess.run([meta["cxx"], "-c", *extra, *meta["cflags"],
@@ -210,9 +213,11 @@ def main(argv):
       for mode in flags.FLAGS.modes:
         log = []
         if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
-          lite, bind = mode != "main_pch", mode == "main_lite_pch"
+          lite = mode not in ("main_pch", "main_plain")
+          bind, pch = mode == "main_lite_pch", mode != "main_plain"
           source = written_main_cpp(call, lite=lite, capi=mode == "main_capi")
-          attempt = (lambda: compile_main_cpp(source, header, lite=lite, bind=bind)) if source else (
+          attempt = (lambda: compile_main_cpp(source, header, lite=lite, bind=bind, pch=pch)
+                     ) if source else (
               lambda: (False, "a lite build would not write main.cpp for this call"))
         else:
           if mode == "plain":

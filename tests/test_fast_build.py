@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import json
 import os
 import subprocess
@@ -106,17 +108,30 @@ def test_no_pch_for_a_main_cpp_that_asked_for_no_implicit_headers_and_includes_n
 
 
 def test_a_failed_fast_build_is_built_again_exactly_as_asked():
-  fake, log = FakeLoadInline(failures=1), []
+  from torch.utils import cpp_extension  # pylint: disable=import-outside-toplevel
+  run_ninja = cpp_extension._run_ninja_build  # pylint: disable=protected-access
+  ninja_runs = []
+
+  class Recorded(FakeLoadInline):
+    def __call__(self, *args, **kwargs):  # how torch would run ninja for this build
+      ninja_runs.append(cpp_extension._run_ninja_build)  # pylint: disable=protected-access
+      return super().__call__(*args, **kwargs)
+  Recorded.__call__.__signature__ = inspect.signature(FakeLoadInline.__call__)
+  fake, log = Recorded(failures=1), []
   load = fast_build.fast_load_inline(fake, None, log.append, op_headers=False)
   assert load("ext", cpp_sources="", cuda_sources=[KERNEL, "__global__ void g() {}\n"],
               functions=["f"]) == "module 2"
+  # as asked, with the .cu that failed compiled first (ninja_steps.objects_first); then as before
+  assert ninja_runs[0] is run_ninja and ninja_runs[1] is not run_ninja
+  assert cpp_extension._run_ninja_build is run_ninja  # pylint: disable=protected-access
   fast, plain = fake.calls
   assert fast["cuda_sources"] == [fast_build.light_cuda_source(KERNEL), "__global__ void g() {}\n"]
   assert plain == dict(name="ext", cpp_sources="",
                        cuda_sources=[KERNEL, "__global__ void g() {}\n"], functions=["f"],
                        extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
                        extra_include_paths=None, verbose=False, no_implicit_headers=False)
-  assert log == [f"fast build (light .cu header) failed ({BUILD_FAILURE}); built as asked"]
+  assert log == [f"fast build (light .cu header) failed ({BUILD_FAILURE}); built as asked, "
+                 "cuda.cuda.o first"]
 
 
 def test_a_build_failure_keeps_the_compilers_last_error_lines_and_is_short():

@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 from kernelzero_jax.sandbox import lite_build
 from kernelzero_jax.sandbox import lite_capi
+from kernelzero_jax.sandbox import ninja_steps
 
 _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$',
                                 re.MULTILINE)
@@ -372,7 +373,6 @@ def ensure_pch(cache_dir: str, with_cuda: bool) -> str:
 
 
 _ERROR_LINE = re.compile(r"error|undefined", re.IGNORECASE)  # compiler's and linker's words
-_FAILED_LINE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*)$", re.MULTILINE)  # ninja's
 
 
 def failure(error: BaseException, max_lines: int = 4, max_chars: int = 600) -> str:
@@ -382,21 +382,6 @@ def failure(error: BaseException, max_lines: int = 4, max_chars: int = 600) -> s
   lines = [line for line in lines if _ERROR_LINE.search(line)] or lines[-1:]
   detail = " | ".join(lines[-max_lines:])[-max_chars:]
   return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
-
-
-def failed_outputs(error: BaseException) -> list[str]:
-  """The outputs ninja names as failed in a torch build's error ("FAILED: [code=1] cuda.cuda.o"
-  or, with older ninja, "FAILED: main.o"), in order; none where the error is not ninja's."""
-  return [out for m in _FAILED_LINE.finditer(str(error)) for out in m[1].split()]
-
-
-def only_cuda_failed(error: BaseException) -> bool:
-  """Whether the build failed in its .cu alone: ninja names failed outputs and every one is a
-  CUDA object (load_inline's cuda.cu builds into cuda.cuda.o; main.cpp into main.o). A main.cpp
-  compiled meanwhile shows in the message as a command, never as FAILED, whether it compiled
-  or not: ninja waits for a job under way and names it only where it fails too."""
-  outputs = failed_outputs(error)
-  return bool(outputs) and all(out.endswith(".cuda.o") for out in outputs)
 
 
 def _source_list(sources: str | list[str]) -> list[str]:
@@ -468,7 +453,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
         log("lite build (kz_torch_lite.h for the .cu, main.cpp through CPython's API)")
         return module
       except Exception as e:  # pylint: disable=broad-except
-        if only_cuda_failed(e):  # the .cu failed: so would the pybind11 main.cpp's build
+        if ninja_steps.only_cuda_failed(e):  # the .cu failed: so would pybind11 main.cpp's build
           log(f"lite build failed ({failure(e)}); building with torch's headers")
           return None
         log(f"C-API main.cpp failed ({failure(e)}); binding through pybind11")
@@ -527,8 +512,12 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
         log(f"fast build ({', '.join(changes)})")
         return module
       except Exception as e:  # pylint: disable=broad-except
-        log(f"fast build ({', '.join(changes)}) failed ({failure(e)}); built as asked")
-        return load_inline(*args, **kwargs)
+        # What failed here is built first, and alone, as asked (ninja_steps.objects_first).
+        first = ninja_steps.failed_objects(e)
+        log(f"fast build ({', '.join(changes)}) failed ({failure(e)}); built as asked"
+            + (f", {' '.join(first)} first" if first else ""))
+        with ninja_steps.objects_first(first):
+          return load_inline(*args, **kwargs)
     finally:
       if op_dir:
         shutil.rmtree(op_dir, ignore_errors=True)
