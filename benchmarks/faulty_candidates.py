@@ -7,9 +7,14 @@ again in a fresh one (Judge.run), so a batch of passing kernels does not tell wh
 pays. `inject` turns a working candidate (the teacher's kernels) into one that fails in a chosen
 way, keeping everything else as it was:
 
-- `compile`: its kernel does not compile (CUDA: an `#error` line before the first `__global__`;
-  Triton: a failing `tl.static_assert` at the top of the first `@triton.jit` function, which
-  fails its compilation on a GPU and its first call under the CPU interpreter);
+- `compile`: its kernel does not compile (CUDA: an `#error` line before the first `__global__`,
+  which stops nvcc in its preprocessor; Triton: a failing `tl.static_assert` at the top of the
+  first `@triton.jit` function, which fails its compilation on a GPU and its first call under
+  the CPU interpreter);
+- `undeclared`: its kernel calls a function declared nowhere, as a model's kernels often do
+  (CUDA: at the top of the first `__global__` function's body, which the compiler finds only
+  after parsing every header before it; Triton: in the first `@triton.jit` function, which the
+  static checks reject before anything runs);
 - `runtime`: its forward raises before it launches anything (as a shape or launch error would);
 - `torchop`: its forward runs the kernel and then a torch op on the output, which the sandbox
   rejects after the first check (the cost of a wrong answer found by the first comparison).
@@ -20,7 +25,7 @@ from __future__ import annotations
 import ast
 import re
 
-FAULTS = ("compile", "runtime", "torchop")
+FAULTS = ("compile", "runtime", "torchop", "undeclared")
 
 # What each fault leaves in a verdict's reasons (tests/test_faulty_candidates.py).
 MARKER = "kz_injected_fault"
@@ -63,6 +68,9 @@ def inject(source: str, backend: str, fault: str) -> str:
     return source.rstrip("\n") + "\n" + _RUNTIME
   if fault == "torchop":
     return source.rstrip("\n") + "\n" + _TORCHOP
+  if fault == "undeclared":
+    return (_cuda_undeclared_fault(source) if backend == "cuda"
+            else _triton_compile_fault(source, f"{MARKER}_undeclared()"))
   return _cuda_compile_fault(source) if backend == "cuda" else _triton_compile_fault(source)
 
 
@@ -74,6 +82,13 @@ def _cuda_compile_fault(source: str) -> str:
   return f"{source[:m.start()]}#error {MARKER}: the kernel does not compile\n{source[m.start():]}"
 
 
+def _cuda_undeclared_fault(source: str) -> str:
+  m = re.search(r"^[ \t]*__global__\b[^{;]*\{", source, re.MULTILINE)
+  if m is None:
+    raise FaultError("no __global__ kernel with a body at the start of a line")
+  return f"{source[:m.end()]}\n  {MARKER}_undeclared();{source[m.end():]}"
+
+
 def _is_triton_jit(decorator: ast.expr) -> bool:
   target = decorator.func if isinstance(decorator, ast.Call) else decorator
   return ((isinstance(target, ast.Attribute) and target.attr == "jit"
@@ -81,14 +96,15 @@ def _is_triton_jit(decorator: ast.expr) -> bool:
           or (isinstance(target, ast.Name) and target.id == "jit"))
 
 
-def _triton_compile_fault(source: str) -> str:
+def _triton_compile_fault(source: str, statement: str | None = None) -> str:
+  """`statement` (default: a failing tl.static_assert) as the first jit function's first."""
   if not re.search(r"^import triton\.language as tl$", source, re.MULTILINE):
     raise FaultError("triton.language is not imported as tl")
   for node in ast.walk(ast.parse(source)):
     if isinstance(node, ast.FunctionDef) and any(map(_is_triton_jit, node.decorator_list)):
       first = node.body[0]
       lines = source.splitlines(keepends=True)
-      line = (f'{" " * first.col_offset}tl.static_assert(False, '
-              f'"{MARKER}: the kernel does not compile")\n')
+      statement = statement or f'tl.static_assert(False, "{MARKER}: the kernel does not compile")'
+      line = f'{" " * first.col_offset}{statement}\n'
       return "".join(lines[:first.lineno - 1] + [line] + lines[first.lineno - 1:])
   raise FaultError("no @triton.jit function")

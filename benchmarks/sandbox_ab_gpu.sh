@@ -27,7 +27,8 @@
 #            the 9)
 #   rlmix    a batch that fails as an RL step's does: each of the teacher's 27 CUDA kernels
 #            $COPIES times (default 2) and $FAULT_COPIES (default 2) copies of each failing
-#            variant of it (benchmarks/faulty_candidates.py: compile, runtime, torchop), 216
+#            variant of it ($RLMIX_FAULTS of benchmarks/faulty_candidates.py, by default compile,
+#            runtime, torchop; `undeclared` fails where a model's kernels usually do), 216
 #            candidates, 3 in 4 failing; 24 judges at once; the paths of $RLMIX_PATH, by default
 #            the default (a worker kept for up to 8 candidates, a failure in a kept worker judged
 #            again in a fresh one) against `w1` (a fresh worker for every candidate); path
@@ -72,7 +73,8 @@ zygote:lite_pch:t0.25:allseed,zygote:lite_pch:t0.25:w16) ;;
 zygote:lite_pch:reuse:gpu4:w16) ;;
   b259) args=(--backends=cuda --copies=${COPIES:-9} --max_parallel=24 --timing_target_s=0.25
               --paths="${B259_PATH:-zygote:lite_pch:reuse:gpu4}") ;;
-  rlmix) args=(--backends=cuda --extras=false --copies=${COPIES:-2} --faults=compile,runtime,torchop
+  rlmix) args=(--backends=cuda --extras=false --copies=${COPIES:-2}
+               --faults=${RLMIX_FAULTS:-compile,runtime,torchop}
                --fault_copies=${FAULT_COPIES:-2} --max_parallel=24 --timing_target_s=0.25
                --paths="${RLMIX_PATH:-zygote:lite_pch:reuse:gpu4,zygote:lite_pch:reuse:gpu4:w1}") ;;
   disturb) args=(--backends=cuda --problem_regex='level(1/19|2/95)_' --copies=${COPIES:-8}

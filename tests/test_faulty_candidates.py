@@ -34,6 +34,23 @@ def test_the_cuda_compile_fault_is_in_the_kernel_source_and_nothing_else_changes
   assert broken.replace(lines[at - 1] + "\n", "", 1) == working
 
 
+def test_the_cuda_undeclared_call_opens_the_first_kernels_body_and_nothing_else_changes():
+  working = teach(REFERENCE, "cuda")
+  broken = faulty.inject(working, "cuda", "undeclared")
+  (kernel,) = [s for s in _strings(broken) if "__global__" in s]
+  call = f"  {faulty.MARKER}_undeclared();"
+  lines = kernel.splitlines()
+  at = lines.index(call)
+  head = "\n".join(lines[:at])
+  assert head.count("__global__") == 1 and head.rstrip().endswith("{")
+  assert broken.replace("\n" + call, "", 1) == working
+  # a prototype before it is passed over: the call goes into the first body
+  with_prototype = working.replace("__global__", "__global__ void kz_proto(float* x);\n__global__", 1)
+  assert "kz_proto(float* x);\n" in faulty.inject(with_prototype, "cuda", "undeclared")
+  with pytest.raises(faulty.FaultError, match="body"):
+    faulty.inject("class ModelNew: pass\n'__global__ void k();'\n", "cuda", "undeclared")
+
+
 @pytest.mark.parametrize("fault", faulty.FAULTS)
 def test_every_variant_is_python_that_still_defines_model_new(fault):
   for backend in ("cuda", "triton"):
@@ -71,6 +88,10 @@ def test_triton_variants_fail_where_meant_to_and_the_working_one_passes():
     v = verdicts[fault]
     assert v.status in (V.COMPILE_ERROR, V.RUNTIME_ERROR), (fault, v.status, v.reasons)
     assert v.stage == "correctness" and any(faulty.MARKER in r for r in v.reasons), v.reasons
+  # a name no kernel may use: the static checks reject it before anything runs
+  v = verdicts["undeclared"]
+  assert v.status == V.REJECTED and v.stage == "static", v.reasons
+  assert any(f"{faulty.MARKER}_undeclared" in r for r in v.reasons), v.reasons
   v = verdicts["torchop"]
   assert v.status == V.REJECTED and v.stage == "correctness", v.reasons
   assert any("torch op" in r for r in v.reasons), v.reasons
