@@ -7,10 +7,12 @@ fast build (fast_build.py) falls back to the build as asked when it fails; where
 an object that the build as asked compiles from the same source (the .cu that does not compile,
 as most candidates that fail to build do in RL), that object decides the build as asked too,
 and `objects_first` compiles it alone before the rest: where it fails, the build fails at once,
-with ninja's error, without main.cpp's compile against torch's whole header (16 CPU seconds on
-this project's CPU machine), and where it compiles, ninja goes on with the rest as it would
-have. Its status is the one the build as asked would have had either way; only the message
-lacks the objects not compiled.
+with ninja's error, without main.cpp's compile against torch's whole header (21 CPU seconds on
+this project's CPU machine: BENCHMARKS.md, `cuda_build --modes=main_plain`), and where it
+compiles, ninja goes on with the rest as it would have. Its status is the one the build as
+asked would have had either way; only the message lacks the objects not compiled. (An honest
+candidate whose fast .cu fails and whose .cu as asked compiles waits for its main.cpp after
+the .cu instead of beside it.)
 """
 
 from __future__ import annotations
