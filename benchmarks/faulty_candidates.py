@@ -100,11 +100,11 @@ def _triton_compile_fault(source: str, statement: str | None = None) -> str:
   """`statement` (default: a failing tl.static_assert) as the first jit function's first."""
   if not re.search(r"^import triton\.language as tl$", source, re.MULTILINE):
     raise FaultError("triton.language is not imported as tl")
+  statement = statement or f'tl.static_assert(False, "{MARKER}: the kernel does not compile")'
   for node in ast.walk(ast.parse(source)):
     if isinstance(node, ast.FunctionDef) and any(map(_is_triton_jit, node.decorator_list)):
       first = node.body[0]
       lines = source.splitlines(keepends=True)
-      statement = statement or f'tl.static_assert(False, "{MARKER}: the kernel does not compile")'
       line = f'{" " * first.col_offset}{statement}\n'
       return "".join(lines[:first.lineno - 1] + [line] + lines[first.lineno - 1:])
   raise FaultError("no @triton.jit function")

@@ -140,13 +140,9 @@ class WorkerSteps:
       else:
         self.worker = WorkerHandle(worker_spec, self.cfg.memory_limit_gb)
         self.worker_serves = 1
-      # What each command's exchange with the worker took (WorkerHandle._account).
-      self.worker.messages = self.verdict.evidence.setdefault("messages", {})
       if reuse is not None:
         self.verdict.evidence["worker_reuse"] = dict(reuse, kept=kept is not None)
-      self.verdict.evidence["worker_start"] = ("kept" if kept is not None
-                                               else self.worker.start_method)
-      self.verdict.evidence["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
+      self._record_worker()
     except BaseException as e:  # pylint: disable=broad-except
       if not self._looking:
         raise
@@ -256,14 +252,21 @@ class WorkerSteps:
         or not self.cfg.fresh_worker_for_fallback_builds):
       return kept
     kept.kill()
-    worker = WorkerHandle(self._worker_spec, self.cfg.memory_limit_gb)
-    worker.messages = self.verdict.evidence.setdefault("messages", {})
-    ev = self.verdict.evidence
-    ev.setdefault("worker_reuse", {})["replaced"] = {
+    self.verdict.evidence.setdefault("worker_reuse", {})["replaced"] = {
         "served": self.worker_serves - 1, "why": "the lite build failed in the prebuilder"}
-    ev["worker_start"], ev["worker_pid"] = worker.start_method, worker.pid
-    self.worker, self.worker_serves = worker, 1
-    return worker
+    self.worker = WorkerHandle(self._worker_spec, self.cfg.memory_limit_gb)
+    self.worker_serves = 1
+    self._record_worker()
+    return self.worker
+
+  def _record_worker(self) -> None:
+    """Where this judge's worker (just taken or started) accounts for its exchanges, and its
+    start and process id in the verdict's evidence."""
+    ev = self.verdict.evidence
+    # What each command's exchange with the worker took (WorkerHandle._account).
+    self.worker.messages = ev.setdefault("messages", {})
+    ev["worker_start"] = "kept" if self.worker_serves > 1 else self.worker.start_method
+    ev["worker_pid"] = self.worker.pid  # (benchmarks/gpu_steps.py)
 
   def _prebuild_holds_the_go(self) -> bool:
     """Whether the worker's go still waits for its prebuilder (_start_hand_over)."""
