@@ -74,7 +74,9 @@ the same, as before 2026-12-06 (SandboxConfig.fence_empty_uploads); with `refinh
 reference with tensors uploaded in its judge's first GPU hold instead of under the start-up
 fence while its candidate builds (SandboxConfig.reference_upload_in_hold); with
 `keptfallback`, a kept worker building a candidate whose lite build failed in its prebuilder, as
-before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallback_builds).
+before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallback_builds); with
+`keepall`, a kept worker for any candidate, as before 2026-12-06, not only for those whose
+reference's pass rate so far is at least SandboxConfig.keep_worker_min_pass_rate.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -135,11 +137,12 @@ from kernelzero_jax.sandbox.launchers import LAUNCHERS
 PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "release",
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
-              "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback")
+              "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
+              "keepall")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
-             "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback]"
+             "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -349,6 +352,9 @@ class BenchPath(NamedTuple):
   # a candidate whose lite build failed in its prebuilder built by a new worker, not a kept one
   # (SandboxConfig.fresh_worker_for_fallback_builds)
   fresh_worker_for_fallback_builds: bool = True
+  # a kept worker only for candidates whose reference passes often enough so far
+  # (SandboxConfig.keep_worker_min_pass_rate), not for any
+  choose_workers: bool = True
 
 
 def parse_path(path: str) -> BenchPath:
@@ -376,7 +382,8 @@ def parse_path(path: str) -> BenchPath:
   through pybind11, not through CPython's API where it can be; `emptyfence`: a reference with
   no tensors to move uploaded under the start-up fence all the same; `refinhold`: a reference
   with tensors uploaded in its judge's first hold, not under the start-up fence;
-  `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one)."""
+  `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one;
+  `keepall`: a kept worker for any candidate, not only where its reference passes often)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -429,7 +436,8 @@ def parse_path(path: str) -> BenchPath:
                    "noretime" not in flags_given, precision, min_trials,
                    "regahead" in flags_given, band, "noledger" not in flags_given,
                    "pybind" not in flags_given, "emptyfence" in flags_given,
-                   "refinhold" in flags_given, "keptfallback" not in flags_given)
+                   "refinhold" in flags_given, "keptfallback" not in flags_given,
+                   "keepall" not in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -474,7 +482,9 @@ def judge_processes(rows: list[dict]) -> dict[str, Any]:
 def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Each kind of candidate's verdicts (teacher, honest, cheats, faulty/FAULT): how many, their
   statuses, how many were judged again after a kept worker's failure (Judge.run: a second judge,
-  in a fresh worker), and the median time from start to verdict and of the build stage."""
+  in a fresh worker), how many the pool sent to a new worker for their reference's pass rate
+  (evidence["worker_choice"]), and the median time from start to verdict and of the build
+  stage."""
   kinds: dict[str, list[dict]] = {}
   for r in rows:
     kinds.setdefault(r.get("kind", "?"), []).append(r)
@@ -484,6 +494,8 @@ def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
     out[kind] = {
         "n": len(group), "statuses": dict(collections.Counter(r["status"] for r in group)),
         "judged_again": sum("judged_again" in (r.get("evidence") or {}) for r in group),
+        "sent_to_new_worker": sum(bool(((r.get("evidence") or {}).get("worker_choice") or {})
+                                       .get("fresh_worker")) for r in group),
         "median_total_s": _median([s["total"] for s in stages if s.get("total") is not None]),
         "median_build_s": _median([s["build"] for s in stages if s.get("build") is not None])}
   return out
@@ -582,7 +594,10 @@ def run() -> dict:
                                                            or path.reference_upload_in_hold),
                                  fresh_worker_for_fallback_builds=(
                                      base.fresh_worker_for_fallback_builds
-                                     and path.fresh_worker_for_fallback_builds))
+                                     and path.fresh_worker_for_fallback_builds),
+                                 keep_worker_min_pass_rate=(
+                                     base.keep_worker_min_pass_rate if path.choose_workers
+                                     else 0.0))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

@@ -182,7 +182,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
                                                  + (True,) * 4 + (None, True, True, True, False,
                                                                    True, None, None, False, None,
                                                                    True, True, False, False,
-                                                                   True))
+                                                                   True, True))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -302,13 +302,18 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:keptfallback:w1", lite=3, concurrency=4,
       candidates_per_worker=1, fresh_worker_for_fallback_builds=False)
   assert parse_path("zygote:lite_pch:reuse:gpu4").fresh_worker_for_fallback_builds
+  assert parse_path("zygote:lite_pch:reuse:gpu4:keepall:keptfallback") == path(
+      "zygote:lite_pch:reuse:gpu4:keepall:keptfallback", lite=3, concurrency=4,
+      fresh_worker_for_fallback_builds=False, choose_workers=False)
+  assert parse_path("zygote:lite_pch:reuse:gpu4").choose_workers
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",
               "zygote:fast:band1", "zygote:fast:band1-3:band1-2", "zygote:fast:bandinf-3",
               "zygote:fast:noledger:noledger", "zygote:fast:pybind:pybind",
               "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
-              "zygote:fast:keptfallback:keptfallback", "zygote:fast:capi"):
+              "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
+              "zygote:fast:capi"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)
   for bad in ("zygote", "zygote:slow", "zygote:fast:maybe", "zygote:fast:reuse:x", "fork:fast",

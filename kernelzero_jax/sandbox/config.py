@@ -213,6 +213,14 @@ class SandboxConfig:
   # candidates failed on an H100, one new worker per candidate ran 1.19-1.32x the kept
   # workers' throughput, with 10-13 compile errors built twice (BENCHMARKS.md).
   fresh_worker_for_fallback_builds: bool = True
+  # With kept workers: a candidate whose reference's pass rate, as the pool estimates it from the
+  # verdicts it has (pass_rates.py), is under this goes to a new worker instead of a kept one.
+  # A kept worker spares a candidate that passes its start, but a failure in it is judged again
+  # in a new worker: kept workers for every candidate lost 4-8% of the throughput of a new
+  # worker per candidate where 3 in 5 candidates failed (an H100), and gave 1.23x where all
+  # passed (an H200; BENCHMARKS.md). 0: every candidate may take a kept worker, as before
+  # 2026-12-06.
+  keep_worker_min_pass_rate: float = 0.5
   # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
   # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
   # time-slice, so those timings would lengthen, a shared reference time with them), and are
@@ -270,6 +278,9 @@ class SandboxConfig:
       raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
     if self.candidates_per_worker is not None and self.candidates_per_worker < 1:
       raise ValueError("candidates_per_worker must be >= 1 (or None: the device's default)")
+    if not 0 <= self.keep_worker_min_pass_rate <= 1:
+      raise ValueError("keep_worker_min_pass_rate must be in [0, 1] (0: every candidate may "
+                       f"take a kept worker), got {self.keep_worker_min_pass_rate}")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

@@ -23,6 +23,7 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from kernelzero_jax.sandbox import verdict as V
+from kernelzero_jax.sandbox.pass_rates import PassRates
 from kernelzero_jax.sandbox.config import BACKENDS, SandboxConfig
 from kernelzero_jax.sandbox.launchers import (SubprocessLauncher, ZygoteLauncher, judge_env,
                                                kill_group, make_launcher, run_judge)
@@ -49,7 +50,7 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
                        config: SandboxConfig | None = None, gpu_index: int = 0,
                        launcher: SubprocessLauncher | ZygoteLauncher | None = None,
                        facts_path: str | None = None, judges_on_gpu: int = 1,
-                       judges_at_once: int = 1) -> V.Verdict:
+                       judges_at_once: int = 1, fresh_worker: bool = False) -> V.Verdict:
   """Judges one candidate. Never raises for anything the candidate or reference does.
 
   `launcher` starts the judge process (default: a plain subprocess); the verdict does not depend
@@ -58,7 +59,9 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
   needs a fact about the reference, instead of measuring it again, and adds what it measured.
   `judges_on_gpu`: how many judges may run on its GPU at once (their processes' memory is not
   there for checks to share: gpu_budget.check_width); `judges_at_once`: on this machine (with
-  others, the processes that only build run niced: SandboxConfig.build_nice)."""
+  others, the processes that only build run niced: SandboxConfig.build_nice). `fresh_worker`:
+  the candidate runs in a new worker, never in one kept after another candidate
+  (SandboxConfig.candidates_per_worker; the pool's choice: pass_rates.py)."""
   config = config or SandboxConfig()
   if backend not in BACKENDS:
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -66,6 +69,8 @@ def evaluate_candidate(reference_source: str, candidate_source: str, backend: st
          "backend": backend, "config": config.to_dict(), "gpu_index": gpu_index,
          "facts_path": facts_path, "judges_on_gpu": judges_on_gpu,
          "judges_at_once": judges_at_once}
+  if fresh_worker:
+    job["fresh_worker"] = True
   verdict = _judge_once(job, config, launcher)
   if shared_gpu_oom(verdict, config):
     # Out of GPU memory while other judges' checks shared the GPU: their tensors may be what
@@ -142,6 +147,9 @@ class SandboxPool:
     # same time reuse it too; kept for the pool's lifetime, so later batches reuse them as well.
     self._facts_dir: str | None = None
     self._facts_lock = threading.Lock()
+    # Each reference's verdicts so far, for the pool's lifetime: which candidates a kept worker
+    # serves (SandboxConfig.keep_worker_min_pass_rate).
+    self.pass_rates = PassRates()
 
   def reference_key(self, reference_source: str, gpu_index: int) -> str:
     """What a reference's facts depend on: its source, the judging config, the GPU."""
@@ -292,14 +300,24 @@ class SandboxPool:
     judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
     judges_at_once = min(self.max_parallel, len(jobs))  # at most, on this machine
 
+    choose_workers = self.config.worker_candidates() > 1
+
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
       gpu = self.gpu_indices[i % len(self.gpu_indices)]
       facts = (self.facts_path(j.reference_source, gpu) if self.config.reuse_reference
                else None)
+      rates_key = (j.reference_source, j.backend)
+      pass_rate = self.pass_rates.estimate(rates_key)
+      fresh = choose_workers and pass_rate < self.config.keep_worker_min_pass_rate
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
                                    gpu, self.launcher, facts_path=facts,
-                                   judges_on_gpu=judges_on_gpu, judges_at_once=judges_at_once)
+                                   judges_on_gpu=judges_on_gpu, judges_at_once=judges_at_once,
+                                   fresh_worker=fresh)
+      self.pass_rates.record(rates_key, verdict.correct)
+      if choose_workers:
+        verdict.evidence["worker_choice"] = {"pass_rate": round(pass_rate, 4),
+                                             "fresh_worker": fresh}
       # Caller-side times: waiting for a free slot, and the whole judgement from launch to
       # verdict (the stages inside it are the judge's own entries).
       verdict.stage_seconds["queue"] = round(started - submitted, 3)
