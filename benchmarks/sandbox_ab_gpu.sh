@@ -34,7 +34,9 @@
 #            again in a fresh one) against `w1` (a fresh worker for every candidate); path
 #            token `keptfallback`: a kept worker also for a candidate whose lite build failed
 #            (BENCHMARKS.md, "A batch that fails as an RL step's does": on an H100 w1 was
-#            1.19-1.32x the default before b344b1e, which gave 1.11x over `keptfallback`)
+#            1.19-1.32x the default before b344b1e, which gave 1.11x over `keptfallback`);
+#            `keepall`: a kept worker for any candidate, not only where its reference passed
+#            half the time so far (BENCHMARKS.md, "Kept workers by pass rate")
 #   overhead benchmarks.trial_overhead (about a minute): what a candidate's timing trial costs
 #            beyond its measured time, and where it goes (on 2026-12-05: the fresh input set,
 #            2.5-3.4 ms of GPU work for the 6-8 GiB problems), for 4 problems
