@@ -483,8 +483,9 @@ def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Each kind of candidate's verdicts (teacher, honest, cheats, faulty/FAULT): how many, their
   statuses, how many were judged again after a kept worker's failure (Judge.run: a second judge,
   in a fresh worker), how many the pool sent to a new worker for their reference's pass rate
-  (evidence["worker_choice"]), and the median time from start to verdict and of the build
-  stage."""
+  (evidence["worker_choice"]), the median time from start to verdict and of the build stage, and
+  of each build step the worker took, over the verdicts that took it (evidence["build_steps"],
+  a verdict's calls of one step summed: fast_build.BUILD_STEPS)."""
   kinds: dict[str, list[dict]] = {}
   for r in rows:
     kinds.setdefault(r.get("kind", "?"), []).append(r)
@@ -497,8 +498,21 @@ def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
         "sent_to_new_worker": sum(bool(((r.get("evidence") or {}).get("worker_choice") or {})
                                        .get("fresh_worker")) for r in group),
         "median_total_s": _median([s["total"] for s in stages if s.get("total") is not None]),
-        "median_build_s": _median([s["build"] for s in stages if s.get("build") is not None])}
+        "median_build_s": _median([s["build"] for s in stages if s.get("build") is not None]),
+        "median_build_steps_s": _build_step_medians(group)}
   return out
+
+
+def _build_step_medians(rows: list[dict]) -> dict[str, float]:
+  """by_kind's median seconds of each build step, over the rows that took it."""
+  by_step: dict[str, list[float]] = {}
+  for r in rows:
+    summed: dict[str, float] = {}
+    for step in (r.get("evidence") or {}).get("build_steps") or []:
+      summed[step["step"]] = summed.get(step["step"], 0.0) + step["seconds"]
+    for name, seconds in summed.items():
+      by_step.setdefault(name, []).append(seconds)
+  return {name: _median(seconds) for name, seconds in sorted(by_step.items())}
 
 
 def kept_workers(rows: list[dict]) -> dict[str, Any]:

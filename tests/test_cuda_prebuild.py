@@ -179,6 +179,8 @@ def test_where_the_prebuilders_lite_build_failed_the_worker_starts_from_the_fall
     assert built["build_log"] == [
         "lite build failed in the prebuilder; building with torch's headers",
         "plain build (nothing to speed up)"]
+    (step,) = built["build_steps"]  # the one load_inline call, timed
+    assert step["step"] == "plain" and step["ok"] is True and step["seconds"] > 0
 
 
 @pytest.mark.timeout(300)
@@ -194,6 +196,9 @@ def test_a_worker_whose_build_fails_says_how_it_built_and_for_how_long():
   assert failed["build_log"] == [
       "lite build failed in the prebuilder; building with torch's headers",
       "plain build (nothing to speed up)"]
+  (step,) = failed["build_steps"]
+  assert step["step"] == "plain" and step["ok"] is False
+  assert 0 < step["seconds"] <= failed["seconds"]
 
 
 def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():

@@ -117,8 +117,8 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
       ninja_runs.append(cpp_extension._run_ninja_build)  # pylint: disable=protected-access
       return super().__call__(*args, **kwargs)
   Recorded.__call__.__signature__ = inspect.signature(FakeLoadInline.__call__)
-  fake, log = Recorded(failures=1), []
-  load = fast_build.fast_load_inline(fake, None, log.append, op_headers=False)
+  fake, log, steps = Recorded(failures=1), [], []
+  load = fast_build.fast_load_inline(fake, None, log.append, op_headers=False, steps=steps)
   assert load("ext", cpp_sources="", cuda_sources=[KERNEL, "__global__ void g() {}\n"],
               functions=["f"]) == "module 2"
   # as asked, with the .cu that failed compiled first (ninja_steps.objects_first); then as before
@@ -132,6 +132,7 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
                        extra_include_paths=None, verbose=False, no_implicit_headers=False)
   assert log == [f"fast build (light .cu header) failed ({BUILD_FAILURE}); built as asked, "
                  "cuda.cuda.o first"]
+  assert [(s["step"], s["ok"]) for s in steps] == [("fast", False), ("as_asked", True)]
 
 
 def test_a_build_failure_keeps_the_compilers_last_error_lines_and_is_short():

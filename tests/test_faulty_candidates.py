@@ -116,24 +116,32 @@ def test_every_teacher_kernel_of_kernelbench_takes_every_fault(kernelbench_dir):
   assert taught >= 27 * 2
 
 
-def test_by_kind_counts_each_kinds_statuses_second_judgings_and_new_workers():
+def test_by_kind_counts_statuses_second_judgings_new_workers_and_build_steps():
   from benchmarks.sandbox_throughput import by_kind  # pylint: disable=import-outside-toplevel
   rows = [
       {"kind": "teacher", "status": "correct", "stage_seconds": {"total": 10.0, "build": 3.0}},
       {"kind": "teacher", "status": "correct", "stage_seconds": {"total": 12.0, "build": 5.0}},
       {"kind": "faulty/compile", "status": "compile_error",
        "stage_seconds": {"total": 30.0, "build": 28.0},
-       "evidence": {"judged_again": {"status": "compile_error"}}},
+       "evidence": {"judged_again": {"status": "compile_error"},
+                    "build_steps": [{"step": "fast", "seconds": 9.0, "ok": False},
+                                    {"step": "as_asked", "seconds": 15.0, "ok": False}]}},
       {"kind": "faulty/compile", "status": "compile_error", "stage_seconds": {"total": 20.0},
-       "evidence": {"worker_choice": {"pass_rate": 0.2, "fresh_worker": True}}},
+       "evidence": {"worker_choice": {"pass_rate": 0.2, "fresh_worker": True},
+                    # two extensions: a verdict's calls of one step count together
+                    "build_steps": [{"step": "fast", "seconds": 4.0, "ok": True},
+                                    {"step": "fast", "seconds": 3.0, "ok": False}]}},
       {"kind": "faulty/runtime", "status": "runtime_error", "stage_seconds": {},
        "evidence": {"worker_choice": {"pass_rate": 0.6, "fresh_worker": False}}},
   ]
   assert by_kind(rows) == {
       "faulty/compile": {"n": 2, "statuses": {"compile_error": 2}, "judged_again": 1,
-                         "sent_to_new_worker": 1, "median_total_s": 25.0, "median_build_s": 28.0},
+                         "sent_to_new_worker": 1, "median_total_s": 25.0, "median_build_s": 28.0,
+                         "median_build_steps_s": {"as_asked": 15.0, "fast": 8.0}},
       "faulty/runtime": {"n": 1, "statuses": {"runtime_error": 1}, "judged_again": 0,
-                         "sent_to_new_worker": 0, "median_total_s": None, "median_build_s": None},
+                         "sent_to_new_worker": 0, "median_total_s": None, "median_build_s": None,
+                         "median_build_steps_s": {}},
       "teacher": {"n": 2, "statuses": {"correct": 2}, "judged_again": 0,
-                  "sent_to_new_worker": 0, "median_total_s": 11.0, "median_build_s": 4.0},
+                  "sent_to_new_worker": 0, "median_total_s": 11.0, "median_build_s": 4.0,
+                  "median_build_steps_s": {}},
   }

@@ -133,10 +133,10 @@ class Builds:
     return f"module {len(self.calls)}"
 
 
-def _load(builds, log, capi_main=True):
+def _load(builds, log, capi_main=True, steps=None):
   from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
   return fast_build.fast_load_inline(builds, "/cache/h.h", log.append, lite_object="/cache/rt.o",
-                                     bind_dir="/cache/bind", capi_main=capi_main)
+                                     bind_dir="/cache/bind", capi_main=capi_main, steps=steps)
 
 
 def test_with_capi_main_a_lite_build_binds_through_cpythons_api_first():
@@ -151,19 +151,23 @@ def test_with_capi_main_a_lite_build_binds_through_cpythons_api_first():
 
 
 def test_a_capi_main_cpp_that_fails_is_bound_through_pybind11_and_a_failed_cu_is_not():
-  builds, log = Builds(MAIN_FAILURE), []
-  assert _load(builds, log)("ext", "torch::Tensor f(torch::Tensor x);", KERNEL,
-                            functions=["f"]) == "module 2"
+  builds, log, steps = Builds(MAIN_FAILURE), [], []
+  assert _load(builds, log, steps=steps)("ext", "torch::Tensor f(torch::Tensor x);", KERNEL,
+                                         functions=["f"]) == "module 2"
   assert builds.calls[1]["functions"] == ["f"]
   assert builds.calls[1]["cpp_sources"] == [
       '#include "kz_torch_lite_bind.h"\ntorch::Tensor f(torch::Tensor x);']
   assert log[0].startswith("C-API main.cpp failed (RuntimeError: ") and log[1].startswith(
       "lite build (kz_torch_lite.h for the .cu and main.cpp")
+  # each load_inline call, timed, in order (evidence["build_steps"])
+  assert [(s["step"], s["ok"]) for s in steps] == [("lite_capi", False), ("lite", True)]
+  assert all(s["seconds"] >= 0 for s in steps)
   # the .cu failed: the pybind11 main.cpp would fail the same way; the fast build comes next
-  builds, log = Builds(CU_FAILURE), []
-  assert _load(builds, log)("ext", "torch::Tensor f(torch::Tensor x);", KERNEL,
-                            functions=["f"]) == "module 2"
+  builds, log, steps = Builds(CU_FAILURE), [], []
+  assert _load(builds, log, steps=steps)("ext", "torch::Tensor f(torch::Tensor x);", KERNEL,
+                                         functions=["f"]) == "module 2"
   assert "-include" in builds.calls[1]["extra_cflags"] and len(builds.calls) == 2
+  assert [(s["step"], s["ok"]) for s in steps] == [("lite_capi", False), ("fast", True)]
   assert log[0].startswith("lite build failed") and log[1].startswith("fast build")
 
 

@@ -390,6 +390,26 @@ def test_startup_seconds_drop_what_a_candidate_could_forge():
                          {}) == {"worker": {}, "judge": {}}
 
 
+def test_build_steps_keep_only_well_formed_steps_of_known_names():
+  """The worker reports its load_inline calls after the candidate ran (evidence["build_steps"])."""
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge_worker import build_steps
+  steps = [{"step": "fast", "seconds": 9.12345, "ok": False},
+           {"step": "as_asked", "seconds": 14.5, "ok": True, "extra": "dropped"},
+           {"step": "faster", "seconds": 1.0, "ok": True},  # no such step
+           {"step": "lite", "seconds": float("nan"), "ok": True},
+           {"step": "lite", "seconds": -1.0, "ok": True},
+           {"step": "plain", "seconds": True, "ok": True},
+           {"step": "plain", "seconds": 2, "ok": "yes"},  # only True is ok
+           "not a dict"]
+  assert build_steps(steps) == [{"step": "fast", "seconds": 9.123, "ok": False},
+                                {"step": "as_asked", "seconds": 14.5, "ok": True},
+                                {"step": "plain", "seconds": 2.0, "ok": False}]
+  assert build_steps([{"step": "fast", "seconds": 1.0, "ok": True}] * 20) == [
+      {"step": "fast", "seconds": 1.0, "ok": True}] * 8
+  assert build_steps(None) == build_steps({"step": "fast"}) == []
+
+
 def test_the_throughput_benchmark_measures_how_timed_copies_spread():
   from benchmarks.sandbox_throughput import copy_spread  # pylint: disable=import-outside-toplevel
   teacher = lambda problem, ms: dict(kind="teacher", problem=problem, backend="triton",

@@ -51,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import lite_build
@@ -389,6 +390,12 @@ def _source_list(sources: str | list[str]) -> list[str]:
   return [sources] if isinstance(sources, str) else list(sources)
 
 
+# What fast_load_inline's `steps` name its load_inline calls: the lite build with main.cpp through
+# CPython's API, the lite build, the fast build, the build as asked after it, a plain build where
+# there was nothing to speed up.
+BUILD_STEPS = ("lite_capi", "lite", "fast", "as_asked", "plain")
+
+
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      log: Callable[[str], None] = lambda _: None,
                      op_headers: bool = True,
@@ -396,7 +403,8 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      lite_main: bool = True,
                      bind_dir: str | None = None,
                      first_choice_only: bool = False,
-                     capi_main: bool = False) -> Callable[..., Any]:
+                     capi_main: bool = False,
+                     steps: list[dict[str, Any]] | None = None) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
@@ -405,8 +413,20 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
   With `capi_main`, a lite main.cpp binds the functions through CPython's API instead of
   pybind11 where lite_capi can (and through pybind11 again if that main.cpp fails to compile).
   With `first_choice_only` (a CUDA prebuilder's, cuda_prebuild.py), only the lite build is
-  tried, and anything else raises: the worker builds the rest itself."""
+  tried, and anything else raises: the worker builds the rest itself. `steps` gets each
+  load_inline call's {"step": one of BUILD_STEPS, "seconds", "ok"}, in order."""
   signature = inspect.signature(load_inline)
+
+  def timed(step: str, *args, **kwargs) -> Any:
+    t0 = time.perf_counter()
+    ok = False
+    try:
+      module = load_inline(*args, **kwargs)
+      ok = True
+      return module
+    finally:
+      if steps is not None:
+        steps.append({"step": step, "seconds": round(time.perf_counter() - t0, 3), "ok": ok})
 
   def with_pch(arguments: dict[str, Any]) -> list[str]:
     """The C++ flags (main.cpp's) with the precompiled header first."""
@@ -449,7 +469,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
             if capi_main and main else None)
     if capi is not None:
       try:
-        module = load_inline(**dict(lite, cpp_sources=[capi], functions=None))
+        module = timed("lite_capi", **dict(lite, cpp_sources=[capi], functions=None))
         log("lite build (kz_torch_lite.h for the .cu, main.cpp through CPython's API)")
         return module
       except Exception as e:  # pylint: disable=broad-except
@@ -458,7 +478,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
           return None
         log(f"C-API main.cpp failed ({failure(e)}); binding through pybind11")
     try:
-      module = load_inline(**lite)
+      module = timed("lite", **lite)
     except Exception as e:  # pylint: disable=broad-except
       log(f"lite build failed ({failure(e)}); building with torch's headers")
       return None
@@ -506,9 +526,9 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     try:
       if not changes:
         log("plain build (nothing to speed up)")
-        return load_inline(*args, **kwargs)
+        return timed("plain", *args, **kwargs)
       try:
-        module = load_inline(**fast)
+        module = timed("fast", **fast)
         log(f"fast build ({', '.join(changes)})")
         return module
       except Exception as e:  # pylint: disable=broad-except
@@ -517,7 +537,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
         log(f"fast build ({', '.join(changes)}) failed ({failure(e)}); built as asked"
             + (f", {' '.join(first)} first" if first else ""))
         with ninja_steps.objects_first(first):
-          return load_inline(*args, **kwargs)
+          return timed("as_asked", *args, **kwargs)
     finally:
       if op_dir:
         shutil.rmtree(op_dir, ignore_errors=True)

@@ -283,6 +283,9 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     log = reply.get("build_log")
     if isinstance(log, list) and log:  # how each load_inline built (fast, or fell back), or failed
       v.evidence["build"] = [str(line)[:300] for line in log[:8]]
+    steps = judge_worker.build_steps(reply.get("build_steps"))
+    if steps:
+      v.evidence["build_steps"] = steps
     built = self._expect(reply, "build")
     v.evidence["startup_seconds"] = judge_worker.startup_seconds(built, self.worker_started,
                                                                  startup.seconds)

@@ -55,6 +55,20 @@ def startup_seconds(built: dict[str, Any], worker_started: float,
   return {"worker": worker, "judge": dict(judge_laps)}
 
 
+def build_steps(steps: Any) -> list[dict[str, Any]]:
+  """The worker's load_inline calls with their seconds (fast_build.fast_load_inline's `steps`),
+  for evidence["build_steps"]: the worker reports them after the candidate's code ran, so they
+  are for reading only, and only well-formed entries of known steps are kept (at most 8)."""
+  from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+  kept = []
+  for step in steps[:8] if isinstance(steps, list) else []:
+    if (isinstance(step, dict) and step.get("step") in fast_build.BUILD_STEPS
+        and worker_handle.finite_number(step.get("seconds")) and step["seconds"] >= 0):
+      kept.append({"step": step["step"], "seconds": round(float(step["seconds"]), 3),
+                   "ok": step.get("ok") is True})
+  return kept
+
+
 class WorkerSteps:
   """Judge's handling of its candidate's worker and builders. A mixin of Judge: the state it
   reads is Judge.__init__'s."""

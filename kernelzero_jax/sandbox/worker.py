@@ -171,6 +171,7 @@ class _Worker(BuildSteps, RunSteps):
     self.served += 1
     self.spec = spec
     self.build_log: list[str] = []
+    self.build_steps: list[dict] = []  # each load_inline call's seconds (fast_build.BUILD_STEPS)
     if spec.get("fast_build") or spec.get("extension_suffix"):  # before the candidate's import
       self._wrap_load_inline(lite=True if spec.get("fast_build") else None)
     self.reference = self.problem.load_module(spec["reference_source"], "kz_reference_inputs")

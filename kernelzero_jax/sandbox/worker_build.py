@@ -40,7 +40,8 @@ class BuildSteps:
         load_inline, spec.get("pch_header"), self.build_log.append,
         lite_object=spec.get("lite_object") if lite else None,
         lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
-        first_choice_only=spec.get("role") == PREBUILD, capi_main=bool(spec.get("capi_main")))
+        first_choice_only=spec.get("role") == PREBUILD, capi_main=bool(spec.get("capi_main")),
+        steps=self.build_steps)
 
   def _await_go(self) -> bool:
     """Waits for the judge's go, sent once this candidate's prebuilder is done
@@ -75,13 +76,15 @@ class BuildSteps:
       # (With the steps its builds took before they failed: evidence["build"].)
       return self.with_failed_setup(
           {"ok": False, "status": V.COMPILE_ERROR, "error": V.error_tail(e),
-           "build_log": list(self.build_log), "seconds": time.perf_counter() - t0})
+           "build_log": list(self.build_log), "build_steps": list(self.build_steps),
+           "seconds": time.perf_counter() - t0})
     self.module = module
     reply = self._clean_reply(setup_gpu)
     if not reply["ok"]:
       return reply
     return {**reply, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
-            "entered_at": self.entered_at, "startup_seconds": self.startup.seconds}
+            "build_steps": self.build_steps, "entered_at": self.entered_at,
+            "startup_seconds": self.startup.seconds}
 
   def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
     """Runs candidate code that the judge runs without holding the GPU (its import, its
