@@ -254,3 +254,48 @@ def test_more_epochs_per_batch_learn_more_from_the_same_verdicts():
   once = _accuracies(make_learner(toy_config(1e-2, steps)), steps)
   four = _accuracies(make_learner(toy_config(1e-2, steps, epochs_per_batch=4)), steps)
   assert np.mean(four[-3:]) > np.mean(once[-3:]) + 0.1, (once, four)
+
+
+class ReferenceFailsEnv(ScriptedSpreadEnv):
+  """ScriptedSpreadEnv whose prompts numbered in `failed` get one judging with a reference that
+  failed (its candidate wrong, as the sandbox scores it)."""
+
+  def __init__(self, untied, failed):
+    super().__init__(untied)
+    self.failed = set(failed)
+
+  def score(self, step, prompts, completions):
+    results = super().score(step, prompts, completions)
+    marked = set()
+    for c, r in zip(completions, results):
+      n = int(prompts[c.prompt_index].task_id[1:])
+      if n in self.failed and n not in marked and not r["correct"]:
+        r.update(correct=False, status="runtime_error", reference_error=True)
+        marked.add(n)
+    return results
+
+
+@pytest.mark.parametrize("untied,max_rounds,rounds,batch,kept", [
+    ({1, 4, 6}, 1, 1, ["q0", "q1", "q2", "q3"], {"q0", "q2", "q3"}),  # q1 out of the loss
+    # q1 has no signal: the batch has q4 and q6, topped up in sampling order, q1 left out again
+    ({1, 4, 6}, 2, 2, ["q0", "q1", "q4", "q6"], {"q0", "q4", "q6"}),
+    # 4 untied groups in the first round, but q1's does not count: sampling goes on
+    ({0, 1, 2, 3}, 3, 3, ["q0", "q1", "q2", "q3"], {"q0", "q2", "q3"}),
+])
+def test_a_group_whose_reference_failed_is_left_out_of_the_loss(tmp_path, untied, max_rounds,
+                                                               rounds, batch, kept):
+  env = ReferenceFailsEnv(untied=untied, failed={1})
+  config = dataclasses.replace(toy_config(1e-3, 1, dynamic_sampling_max_rounds=max_rounds),
+                               save_samples=True)
+  learner = L.Learner(config, Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), env, eos_ids=[],
+                      pad_id=0, progress=False)
+  metrics = learner.step(1, str(tmp_path))
+  assert env.score_calls == rounds and metrics["sampling_rounds"] == rounds
+  assert metrics["reference_failed_groups_in_batch"] == ("q1" in batch)
+  assert metrics["kept_group_fraction"] == len(kept) / 4  # without dynamic_filtering
+  rows = [json.loads(line) for line in open(tmp_path / "samples" / "step_000001.jsonl")]
+  assert sorted({r["task_id"] for r in rows if r["in_batch"]}) == batch
+  # q1 has a reward spread (its first sample correct) but no advantage: nothing to learn from
+  for r in rows:
+    n = int(r["task_id"][1:])
+    assert (r["advantage"] != 0) == (n in env.untied and n not in env.failed), r["task_id"]

@@ -101,7 +101,9 @@ class LearnerConfig:
   dynamic_filtering: bool = False   # drop tied groups from the loss (and skip an all-tied step)
   # Rollout rounds per step: after each, if fewer than prompts_per_step groups have a reward
   # spread, another prompts_per_step prompts are sampled and scored. The batch takes the first
-  # prompts_per_step untied groups (topped up with tied ones). 1: one round, as sampled. The
+  # prompts_per_step untied groups (topped up with tied ones). 1: one round, as sampled. (A group
+  # with a judging whose reference failed, result["reference_error"], has no signal either: it is
+  # always left out of the loss, and counts as tied here.) The
   # environment scores each round as it comes (score() is called once per round with the same
   # step), so its own `env/` metrics should add its rounds up, as the Proposer's do.
   dynamic_sampling_max_rounds: int = 1
@@ -292,7 +294,7 @@ class Learner:
     completions: list[Completion] = []
     sampler_logprobs: list[list[float]] = []
     results: list[dict] = []
-    group_rewards, infos = [], []
+    group_rewards, infos, reference_failed = [], [], []
     time_sample = time_score = 0.0
     rounds = 0
     while rounds < cfg.dynamic_sampling_max_rounds:
@@ -317,21 +319,31 @@ class Learner:
             cfg.reward_schedule, round_results[i * g:(i + 1) * g], cfg.reward)
         group_rewards.append(rewards_G)
         infos.append(info)
+        # A judging whose reference failed (a reference that raised, or ran out of GPU memory
+        # beside other judges) says nothing about the candidate, and its 0 would count as wrong:
+        # the whole group is left out of the loss.
+        reference_failed.append(any(r.get("reference_error")
+                                    for r in round_results[i * g:(i + 1) * g]))
       rewards_PxG = np.asarray(group_rewards, np.float32)  # every group sampled so far
       tied_P = np.asarray(adv_lib.tied_groups(rewards_PxG, cfg.tie_atol))
-      if (~tied_P).sum() >= num_groups:
+      reference_failed_P = np.asarray(reference_failed, bool)
+      signal_P = ~tied_P & ~reference_failed_P
+      if signal_P.sum() >= num_groups:
         break
     t2 = time.perf_counter()
 
     adv_PxG = np.asarray(adv_lib.compute_advantages(rewards_PxG, cfg.advantage_estimator,
                                                     cfg.advantage_eps))
-    # The batch: the first num_groups untied groups, topped up with the first tied ones, in
-    # sampling order (one round: every group, as sampled).
-    order = [i for i in range(len(prompts)) if not tied_P[i]] + \
-        [i for i in range(len(prompts)) if tied_P[i]]
+    adv_PxG = np.where(reference_failed_P[:, None], 0.0, adv_PxG).astype(adv_PxG.dtype)
+    # The batch: the first num_groups groups with a signal (untied, reference judged), topped
+    # up with the first others, in sampling order (one round: every group, as sampled).
+    order = [i for i in range(len(prompts)) if signal_P[i]] + \
+        [i for i in range(len(prompts)) if not signal_P[i]]
     batch_P = np.asarray(sorted(order[:num_groups]))
     batch_tied_P = tied_P[batch_P]
+    batch_failed_P = reference_failed_P[batch_P]
     keep_P = ~batch_tied_P if cfg.dynamic_filtering else np.ones_like(batch_tied_P)
+    keep_P = keep_P & ~batch_failed_P
     keep_B = np.repeat(keep_P, g)
     rows_B = (batch_P[:, None] * g + np.arange(g)[None, :]).reshape(-1)
     batch = build_train_batch(prompts, [completions[i] for i in rows_B],
@@ -369,6 +381,7 @@ class Learner:
         mean_speed_term=summary["mean_speed_term"], reward_mean=float(rewards_PxG.mean()),
         reward_std=float(rewards_PxG.std()), tie_fraction=float(tied_P.mean()),
         kept_group_fraction=float(keep_P.mean()), skipped_update=float(not keep_P.any()),
+        reference_failed_groups_in_batch=int(batch_failed_P.sum()),
         sampling_rounds=rounds, untied_groups_in_batch=int((~batch_tied_P).sum()),
         completion_length_mean=float(np.mean(lengths)),
         truncated_fraction=float(np.mean([c.finish_reason == FINISH_LENGTH
