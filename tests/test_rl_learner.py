@@ -189,6 +189,18 @@ class ScriptedSpreadEnv(FirstTokenEnv):
     return results
 
 
+def _one_sampled_step(env, max_rounds: int, rounds: int, tmp_path) -> dict:
+  """One learner step on `env` with up to `max_rounds` sampling rounds (its samples saved under
+  tmp_path), checked to have taken `rounds`; its metrics."""
+  config = dataclasses.replace(toy_config(1e-3, 1, dynamic_sampling_max_rounds=max_rounds),
+                               save_samples=True)
+  learner = L.Learner(config, Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), env, eos_ids=[],
+                      pad_id=0, progress=False)
+  metrics = learner.step(1, str(tmp_path))
+  assert env.score_calls == rounds and metrics["sampling_rounds"] == rounds
+  return metrics
+
+
 @pytest.mark.parametrize("max_rounds,rounds,batch,untied_in_batch", [
     (1, 1, ["q0", "q1", "q2", "q3"], 1),          # off: the step's groups, as sampled
     (2, 2, ["q0", "q1", "q4", "q6"], 3),          # capped: 3 untied groups, topped up with q0
@@ -197,12 +209,7 @@ class ScriptedSpreadEnv(FirstTokenEnv):
 def test_dynamic_sampling_fills_the_batch_with_untied_groups(tmp_path, max_rounds, rounds,
                                                              batch, untied_in_batch):
   env = ScriptedSpreadEnv(untied={1, 4, 6, 9, 10, 11})
-  config = dataclasses.replace(toy_config(1e-3, 1, dynamic_sampling_max_rounds=max_rounds),
-                               save_samples=True)
-  learner = L.Learner(config, Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), env, eos_ids=[],
-                      pad_id=0, progress=False)
-  metrics = learner.step(1, str(tmp_path))
-  assert env.score_calls == rounds and metrics["sampling_rounds"] == rounds
+  metrics = _one_sampled_step(env, max_rounds, rounds, tmp_path)
   assert metrics["untied_groups_in_batch"] == untied_in_batch
   sampled = 4 * rounds
   assert metrics["tie_fraction"] == pytest.approx(
@@ -285,12 +292,7 @@ class ReferenceFailsEnv(ScriptedSpreadEnv):
 def test_a_group_whose_reference_failed_is_left_out_of_the_loss(tmp_path, untied, max_rounds,
                                                                rounds, batch, kept):
   env = ReferenceFailsEnv(untied=untied, failed={1})
-  config = dataclasses.replace(toy_config(1e-3, 1, dynamic_sampling_max_rounds=max_rounds),
-                               save_samples=True)
-  learner = L.Learner(config, Qwen2(PRESETS["tiny"], rngs=nnx.Rngs(0)), env, eos_ids=[],
-                      pad_id=0, progress=False)
-  metrics = learner.step(1, str(tmp_path))
-  assert env.score_calls == rounds and metrics["sampling_rounds"] == rounds
+  metrics = _one_sampled_step(env, max_rounds, rounds, tmp_path)
   assert metrics["reference_failed_groups_in_batch"] == ("q1" in batch)
   assert metrics["kept_group_fraction"] == len(kept) / 4  # without dynamic_filtering
   rows = [json.loads(line) for line in open(tmp_path / "samples" / "step_000001.jsonl")]
