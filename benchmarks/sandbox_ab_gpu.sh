@@ -93,6 +93,9 @@ esac
 { git rev-parse HEAD; echo "sources $(find kernelzero_jax benchmarks -name '*.py' | LC_ALL=C sort \
     | xargs cat | sha1sum | cut -c1-40)"; } > "$out/$run/commit.txt" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/$run/gpu.txt" 2>/dev/null
+# The host's CPU and kernel too: the same path ran 16% slower on one fresh machine than on another
+# of the same kind (BENCHMARKS.md, "Kept workers by pass rate"), and a batch is mostly CPU-bound.
+{ lscpu | grep -E 'Model name|^CPU\(s\)|MHz'; uname -r; nproc; } > "$out/$run/cpu.txt" 2>/dev/null
 if [ "$run" = overhead ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
       --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1

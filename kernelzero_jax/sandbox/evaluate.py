@@ -23,11 +23,11 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from kernelzero_jax.sandbox import verdict as V
-from kernelzero_jax.sandbox.pass_rates import PassRates
 from kernelzero_jax.sandbox.config import BACKENDS, SandboxConfig
 from kernelzero_jax.sandbox.launchers import (SubprocessLauncher, ZygoteLauncher, judge_env,
                                                kill_group, make_launcher, run_judge)
 from kernelzero_jax.sandbox.module_check import ModuleLimits, ModuleVerdict
+from kernelzero_jax.sandbox.pass_rates import PassRates
 
 
 @dataclasses.dataclass

@@ -5,11 +5,11 @@ candidate a process and a CUDA context, but a failure in it is judged again in a
 (Judge.run: what the last candidate left could have caused it), every build made again. So a
 kept worker pays for candidates likely to pass and costs for the others: kept workers gave 1.23x
 the throughput of a new worker per candidate where every candidate passed (an H200), and lost
-4-8% of it where 3 in 5 failed (an H100; BENCHMARKS.md). An RL step's candidates pass or fail largely by
-problem (a group's samples share it), so the pool estimates each reference's pass rate from the
-verdicts it has, drawn towards its rate over all references while a reference has few, and sends
-a candidate whose reference's estimate is under SandboxConfig.keep_worker_min_pass_rate to a new
-worker (the job's "fresh_worker").
+4-8% of it where 3 in 5 failed (an H100; BENCHMARKS.md). An RL step's candidates pass or fail
+largely by problem (a group's samples share it), so the pool estimates each reference's pass
+rate from the verdicts it has, drawn towards its rate over all references while a reference has
+few, and sends a candidate whose reference's estimate is under
+SandboxConfig.keep_worker_min_pass_rate to a new worker (the job's "fresh_worker").
 
 The choice changes where a candidate runs, never its verdict: a kept worker's failures are
 judged again in a new one either way.
