@@ -33,6 +33,10 @@ they also run on a machine without CUDA, with a CPU precompiled header there):
   main_lite_pch  the same main.cpp with the precompiled binding header (what lite_pch
              compiles);
   main_capi  main.cpp as lite_capi writes it (what lite_capi compiles where it can).
+With --fault (benchmarks/faulty_candidates.py, e.g. `undeclared`), every candidate is built with
+that fault injected: what a candidate that fails to compile costs each mode (each row's `steps`
+say how long each load_inline call of the sandbox's fallback chain took: fast_build.BUILD_STEPS;
+the summary gives their medians over the failed builds).
 Prints each build's seconds, the CPU seconds its compilers took (user and system, summed over
 the processes it waited for: what a batch's builds take from the machine's cores) and whether
 it built (a failed fast build falls back to plain, and
@@ -80,6 +84,8 @@ def _define_flags() -> None:
   flags.DEFINE_list("modes", ["plain", "light", "ops", "pch", "fast", "lite_cu", "lite",
                               "lite_pch"], "Build modes to time.")
   flags.DEFINE_integer("max_candidates", 0, "At most this many candidates (0: all).")
+  flags.DEFINE_string("fault", "", "Build every candidate with this fault of "
+                      "benchmarks/faulty_candidates.py injected (empty: as it is).")
   flags.DEFINE_string("out", None, "Write the results here (JSON).")
 
 
@@ -121,6 +127,21 @@ def teacher_files(kernelbench_dir: str, out_dir: str) -> list[str]:
       f.write(source)
     files.append(path)
   return files
+
+
+def faulted_files(files: list[str], fault: str, out_dir: str) -> list[str]:
+  """Copies of `files` in `out_dir`, each with `fault` injected (faulty_candidates.inject)."""
+  from benchmarks import faulty_candidates  # pylint: disable=import-outside-toplevel
+  if fault not in faulty_candidates.FAULTS:
+    raise app.UsageError(f"--fault: {fault!r} is not one of {faulty_candidates.FAULTS}")
+  out = []
+  for path in files:
+    with open(path, encoding="utf-8") as f:
+      source = faulty_candidates.inject(f.read(), "cuda", fault)
+    out.append(os.path.join(out_dir, os.path.basename(path)))
+    with open(out[-1], "w", encoding="utf-8") as f:
+      f.write(source)
+  return out
 
 
 def written_main_cpp(call: dict, lite: bool, capi: bool = False) -> str | None:
@@ -190,6 +211,8 @@ def main(argv):
                            tempfile.mkdtemp(prefix="kz_teacher_"))
   if flags.FLAGS.max_candidates:
     files = files[:flags.FLAGS.max_candidates]
+  if flags.FLAGS.fault:
+    files = faulted_files(files, flags.FLAGS.fault, tempfile.mkdtemp(prefix="kz_faulted_"))
   header = None
   unknown = set(flags.FLAGS.modes) - {"plain", *_FAST_MODES, *_MAIN_MODES}
   if unknown:
@@ -211,7 +234,7 @@ def main(argv):
   for path in files:
     for i, call in enumerate(captured_calls(path)):
       for mode in flags.FLAGS.modes:
-        log = []
+        log, steps = [], []
         if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
           lite = mode not in ("main_pch", "main_plain")
           bind, pch = mode == "main_lite_pch", mode != "main_plain"
@@ -228,7 +251,7 @@ def main(argv):
                 load_inline, header if pch else None, log.append, op_headers=op_headers,
                 lite_object=fast_build.lite_object_of(header) if lite else None,
                 lite_main=lite_main, bind_dir=fast_build.bind_dir_of(header) if bind else None,
-                capi_main=capi)
+                capi_main=capi, steps=steps)
           args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                       build_directory=tempfile.mkdtemp(prefix="kz_build_"))
           attempt = lambda: _built(build, args)  # pylint: disable=cell-var-from-loop
@@ -236,11 +259,24 @@ def main(argv):
         ok, error = attempt()
         row = {"candidate": os.path.basename(path), "call": i, "mode": mode, "ok": ok,
                "seconds": round(time.perf_counter() - t0, 2),
-               "cpu_s": round(_children_cpu_s() - cpu0, 2), "log": log, "error": error}
+               "cpu_s": round(_children_cpu_s() - cpu0, 2), "log": log, "steps": steps,
+               "error": error}
         rows.append(row)
         print(json.dumps(row), flush=True)
         _write(rows)  # after every build: a run stopped at its time limit keeps what finished
   print()
+  for mode in flags.FLAGS.modes:
+    failed = [r for r in rows if r["mode"] == mode and not r["ok"]]
+    if failed:
+      by_step: dict[str, list[float]] = {}
+      for r in failed:
+        for step in r["steps"]:
+          by_step.setdefault(step["step"], []).append(step["seconds"])
+      seconds = statistics.median(r["seconds"] for r in failed)
+      print(f"{mode}: {len(failed)} failed, median {seconds:.1f} s, its compilers' CPU "
+            f"{statistics.median(r['cpu_s'] for r in failed):.2f} s; "
+            + ", ".join(f"{name} {statistics.median(v):.1f} s ({len(v)})"
+                        for name, v in by_step.items()))
   plain = [r["seconds"] for r in rows if r["mode"] == "plain" and r["ok"]]
   for mode in flags.FLAGS.modes:
     times = [r["seconds"] for r in rows if r["mode"] == mode and r["ok"]]

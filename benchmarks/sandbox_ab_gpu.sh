@@ -44,7 +44,9 @@
 #            honest CUDA candidates and the teacher's CUDA kernels built one at a time with
 #            main.cpp bound through pybind11 (`lite_pch`, as before 2026-12-06) and through
 #            CPython's API (`lite_capi`, the default: SandboxConfig.lite_capi_main), each
-#            build's seconds and its compilers' CPU seconds
+#            build's seconds and its compilers' CPU seconds; $BUILD_MODES other modes,
+#            $BUILD_FAULT a fault injected into every candidate (BUILD_FAULT=undeclared
+#            BUILD_MODES=lite_capi,plain: what each step of a compile error's fallback chain costs)
 #   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
 #            to the judge by CUDA IPC costs, by size, against buffers the judge shared once
 #   disturb  8 copies of two problems' teacher kernels (level 1 problem 19, level 2 problem 95),
@@ -100,7 +102,8 @@ if [ "$run" = overhead ]; then
   timeout "${LIMIT_S:-560}" python -m benchmarks.trial_overhead --kernelbench_dir="$kb" \
       --out="$out/$run/trial_overhead.json" > "$out/$run/console.txt" 2>&1
 elif [ "$run" = builds ]; then
-  timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_build --modes=lite_pch,lite_capi \
+  timeout "${LIMIT_S:-560}" python -m benchmarks.cuda_build \
+      --modes="${BUILD_MODES:-lite_pch,lite_capi}" --fault="${BUILD_FAULT:-}" \
       --teacher_kernelbench_dir="$kb" --out="$out/$run/cuda_build.json" \
       > "$out/$run/console.txt" 2>&1
 elif [ "$run" = ipc ]; then

@@ -194,3 +194,24 @@ def test_the_build_benchmark_writes_the_teachers_kernels_and_a_c_api_main_cpp_bi
     cpp = call["cpp_sources"]
     assert lite_capi.capi_main_cpp([cpp] if isinstance(cpp, str) else cpp,
                                    call["functions"]) is not None, path
+
+
+def test_the_build_benchmark_injects_a_fault_into_copies_of_its_candidates(kernelbench_dir,
+                                                                           tmp_path):
+  """cuda_build --fault: each candidate built with the fault in its .cu, the originals intact."""
+  from absl import app  # pylint: disable=import-outside-toplevel
+  from benchmarks import cuda_build, faulty_candidates  # pylint: disable=import-outside-toplevel
+  (tmp_path / "teacher").mkdir()
+  files = cuda_build.teacher_files(kernelbench_dir, str(tmp_path / "teacher"))[:3]
+  originals = [open(f, encoding="utf-8").read() for f in files]
+  (tmp_path / "faulted").mkdir()
+  faulted = cuda_build.faulted_files(files, "undeclared", str(tmp_path / "faulted"))
+  assert [f.split("/")[-1] for f in faulted] == [f.split("/")[-1] for f in files]
+  for path, faulted_path, original in zip(files, faulted, originals):
+    assert open(path, encoding="utf-8").read() == original
+    (call,) = cuda_build.captured_calls(faulted_path)
+    cuda = call["cuda_sources"]
+    assert f"{faulty_candidates.MARKER}_undeclared" in (cuda if isinstance(cuda, str)
+                                                         else "".join(cuda)), faulted_path
+  with pytest.raises(app.UsageError, match="not one of"):
+    cuda_build.faulted_files(files, "typo", str(tmp_path / "faulted"))
