@@ -34,17 +34,30 @@ def test_records_from_many_threads_all_count():
   rates = pass_rates.PassRates()
 
   def record(i: int) -> None:
-    for k in range(200):
-      rates.record(("ref", i % 2), k % 4 == 0)
+    for _ in range(3):
+      rates.record(("ref", i % 2), i % 2 == 0)
 
   threads = [threading.Thread(target=record, args=(i,)) for i in range(8)]
   for t in threads:
     t.start()
   for t in threads:
     t.join()
-  assert rates.counts(("ref", 0)) == rates.counts(("ref", 1)) == (200, 800)
-  pool = Fraction(401, 1602)
-  assert rates.estimate(("ref", 0)) == pytest.approx(float((200 + 2 * pool) / 802))
+  assert rates.counts(("ref", 0)) == (12, 12) and rates.counts(("ref", 1)) == (0, 12)
+  assert rates.estimate(("ref", 0)) == pytest.approx((12 + 2 * 13 / 26) / 14)
+
+
+def test_estimates_read_recent_verdicts_only():
+  assert (pass_rates.WINDOW, pass_rates.POOL_WINDOW) == (32, 256)  # (the values below are for it)
+  rates = pass_rates.PassRates()
+  for correct in [False] * 40 + [True] * 32:  # a problem the policy learned to solve
+    rates.record("a", correct)
+  assert rates.counts("a") == (32, 32)
+  assert rates.estimate("a") == pytest.approx((32 + 2 * Fraction(33, 74)) / 34)
+  for _ in range(300):
+    rates.record("b", False)
+  # the pool's last 256 verdicts are all b's failures
+  assert rates.estimate("a") == pytest.approx((32 + 2 * Fraction(1, 258)) / 34)
+  assert rates.counts("b") == (0, 32)
 
 
 class _Judge:

@@ -213,8 +213,8 @@ class SandboxConfig:
   # candidates failed on an H100, one new worker per candidate ran 1.19-1.32x the kept
   # workers' throughput, with 10-13 compile errors built twice (BENCHMARKS.md).
   fresh_worker_for_fallback_builds: bool = True
-  # With kept workers: a candidate whose reference's pass rate, as the pool estimates it from the
-  # verdicts it has (pass_rates.py), is under this goes to a new worker instead of a kept one.
+  # With kept workers: a candidate whose reference's pass rate, as the pool estimates it from its
+  # recent verdicts (pass_rates.py), is under this goes to a new worker instead of a kept one.
   # A kept worker spares a candidate that passes its start, but a failure in it is judged again
   # in a new worker: kept workers for every candidate lost 4-8% of the throughput of a new
   # worker per candidate where 3 in 5 candidates failed (an H100), and gave 1.23x where all
