@@ -307,7 +307,8 @@ class SandboxPool:
       gpu = self.gpu_indices[i % len(self.gpu_indices)]
       facts = (self.facts_path(j.reference_source, gpu) if self.config.reuse_reference
                else None)
-      rates_key = (j.reference_source, j.backend)
+      # (A digest: the pool keeps its keys for its lifetime, as an RL run's modules come and go.)
+      rates_key = (hashlib.sha256(j.reference_source.encode()).digest()[:16], j.backend)
       pass_rate = self.pass_rates.estimate(rates_key)
       fresh = choose_workers and pass_rate < self.config.keep_worker_min_pass_rate
       verdict = evaluate_candidate(j.reference_source, j.candidate_source, j.backend, self.config,
