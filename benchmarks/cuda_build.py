@@ -21,6 +21,9 @@ directory once per mode, one build at a time:
          the sandbox's build (SandboxConfig.lite_bind_pch).
   lite_capi  lite_pch, with main.cpp bound through CPython's API instead of pybind11 where
          lite_capi.py can (SandboxConfig.lite_capi_main).
+  lite_skip  lite_capi, and a failed lite build whose errors the light header cannot mend built
+         as asked at once, without the fast build (SandboxConfig.skip_light_after_lite_errors;
+         the names beside the PCH: light_names.py).
 Other modes compile only the main.cpp that load_inline writes (to an object, no nvcc, so
 they also run on a machine without CUDA, with a CPU precompiled header there):
   main_pch   main.cpp as load_inline writes it, with the precompiled torch/extension.h (what
@@ -61,15 +64,17 @@ from absl import flags
 from kernelzero_jax import atomic_file
 
 # mode: (the precompiled header, only the named operators' headers, the lite .cu header, the
-# lite main.cpp, its binding header precompiled, main.cpp through CPython's API)
-_FAST_MODES = {"light": (False, False, False, False, False, False),
-               "ops": (False, True, False, False, False, False),
-               "pch": (True, False, False, False, False, False),
-               "fast": (True, True, False, False, False, False),
-               "lite_cu": (True, True, True, False, False, False),
-               "lite": (True, True, True, True, False, False),
-               "lite_pch": (True, True, True, True, True, False),
-               "lite_capi": (True, True, True, True, True, True)}
+# lite main.cpp, its binding header precompiled, main.cpp through CPython's API, no fast build
+# after a lite build that the light header cannot mend)
+_FAST_MODES = {"light": (False, False, False, False, False, False, False),
+               "ops": (False, True, False, False, False, False, False),
+               "pch": (True, False, False, False, False, False, False),
+               "fast": (True, True, False, False, False, False, False),
+               "lite_cu": (True, True, True, False, False, False, False),
+               "lite": (True, True, True, True, False, False, False),
+               "lite_pch": (True, True, True, True, True, False, False),
+               "lite_capi": (True, True, True, True, True, True, False),
+               "lite_skip": (True, True, True, True, True, True, True)}
 _MAIN_MODES = ("main_pch", "main_plain", "main_lite", "main_lite_pch", "main_capi")
 
 
@@ -204,7 +209,8 @@ def compile_main_cpp(source: str, header: str, lite: bool,
 def main(argv):
   del argv
   from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
-  from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from kernelzero_jax.sandbox import fast_build, light_names
   files = sorted(glob.glob(os.path.join(flags.FLAGS.candidates, "*_cuda.py")))
   if flags.FLAGS.teacher_kernelbench_dir:
     files += teacher_files(flags.FLAGS.teacher_kernelbench_dir,
@@ -225,11 +231,14 @@ def main(argv):
     header = fast_build.ensure_pch(fast_build.default_cache_dir(),
                                    with_cuda=torch.cuda.is_available())
     print(f"precompiled header ready in {time.perf_counter() - t0:.1f} s: {header}", flush=True)
-    if any(_FAST_MODES.get(mode, (False,) * 6)[2] or mode == "main_capi"
+    if any(_FAST_MODES.get(mode, (False,) * 7)[2] or mode == "main_capi"
            for mode in flags.FLAGS.modes):
       fast_build.require_lite(header)
-    if any(mode in ("lite_pch", "lite_capi", "main_lite_pch") for mode in flags.FLAGS.modes):
+    if any(mode in ("lite_pch", "lite_capi", "lite_skip", "main_lite_pch")
+           for mode in flags.FLAGS.modes):
       fast_build.require_bind(header)
+    if "lite_skip" in flags.FLAGS.modes and light_names.read(light_names.path_of(header)) is None:
+      raise RuntimeError(f"no light names beside {header} (pch.json's light_names_error)")
   rows = []
   for path in files:
     for i, call in enumerate(captured_calls(path)):
@@ -246,12 +255,13 @@ def main(argv):
           if mode == "plain":
             build = load_inline
           else:
-            pch, op_headers, lite, lite_main, bind, capi = _FAST_MODES[mode]
+            pch, op_headers, lite, lite_main, bind, capi, skip = _FAST_MODES[mode]
             build = fast_build.fast_load_inline(
                 load_inline, header if pch else None, log.append, op_headers=op_headers,
                 lite_object=fast_build.lite_object_of(header) if lite else None,
                 lite_main=lite_main, bind_dir=fast_build.bind_dir_of(header) if bind else None,
-                capi_main=capi, steps=steps)
+                capi_main=capi, steps=steps,
+                light_names=light_names.path_of(header) if skip else None)
           args = dict(call, name=f"{call['name']}_{mode}_{len(rows)}",
                       build_directory=tempfile.mkdtemp(prefix="kz_build_"))
           attempt = lambda: _built(build, args)  # pylint: disable=cell-var-from-loop

@@ -46,7 +46,8 @@
 #            CPython's API (`lite_capi`, the default: SandboxConfig.lite_capi_main), each
 #            build's seconds and its compilers' CPU seconds; $BUILD_MODES other modes,
 #            $BUILD_FAULT a fault injected into every candidate (BUILD_FAULT=undeclared
-#            BUILD_MODES=lite_capi,plain: what each step of a compile error's fallback chain costs)
+#            BUILD_MODES=lite_capi,lite_skip,plain: what each step of a compile error's fallback
+#            chain costs, and the chain without the fast build)
 #   ipc      benchmarks.cuda_ipc (under a minute): what handing a check's tensors from the worker
 #            to the judge by CUDA IPC costs, by size, against buffers the judge shared once
 #   disturb  8 copies of two problems' teacher kernels (level 1 problem 19, level 2 problem 95),

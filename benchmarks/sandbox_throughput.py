@@ -76,7 +76,9 @@ fence while its candidate builds (SandboxConfig.reference_upload_in_hold); with
 `keptfallback`, a kept worker building a candidate whose lite build failed in its prebuilder, as
 before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallback_builds); with
 `keepall`, a kept worker for any candidate, as before 2026-12-06, not only for those whose
-reference's pass rate so far is at least SandboxConfig.keep_worker_min_pass_rate.
+reference's pass rate so far is at least SandboxConfig.keep_worker_min_pass_rate; with
+`skiplight`, a candidate whose lite build's errors the light header cannot mend built as asked
+at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, light_names.py).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -138,11 +140,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall")
+              "keepall", "skiplight")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
+             "[:skiplight]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -355,6 +358,9 @@ class BenchPath(NamedTuple):
   # a kept worker only for candidates whose reference passes often enough so far
   # (SandboxConfig.keep_worker_min_pass_rate), not for any
   choose_workers: bool = True
+  # a failed lite build whose errors the light header cannot mend built as asked at once
+  # (SandboxConfig.skip_light_after_lite_errors)
+  skip_light: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -383,7 +389,8 @@ def parse_path(path: str) -> BenchPath:
   no tensors to move uploaded under the start-up fence all the same; `refinhold`: a reference
   with tensors uploaded in its judge's first hold, not under the start-up fence;
   `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one;
-  `keepall`: a kept worker for any candidate, not only where its reference passes often)."""
+  `keepall`: a kept worker for any candidate, not only where its reference passes often;
+  `skiplight`: no fast build after a lite build that the light header cannot mend)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -437,7 +444,7 @@ def parse_path(path: str) -> BenchPath:
                    "regahead" in flags_given, band, "noledger" not in flags_given,
                    "pybind" not in flags_given, "emptyfence" in flags_given,
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
-                   "keepall" not in flags_given)
+                   "keepall" not in flags_given, "skiplight" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -611,7 +618,9 @@ def run() -> dict:
                                      and path.fresh_worker_for_fallback_builds),
                                  keep_worker_min_pass_rate=(
                                      base.keep_worker_min_pass_rate if path.choose_workers
-                                     else 0.0))
+                                     else 0.0),
+                                 skip_light_after_lite_errors=(
+                                     base.skip_light_after_lite_errors or path.skip_light))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

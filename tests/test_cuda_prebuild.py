@@ -29,6 +29,7 @@ from kernelzero_jax.sandbox import cuda_prebuild
 from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox import judge as judge_lib
 from kernelzero_jax.sandbox import judge_worker
+from kernelzero_jax.sandbox import light_names
 from kernelzero_jax.sandbox import worker as worker_lib
 from kernelzero_jax.sandbox import worker_handle
 from test_fast_build import FakeLoadInline
@@ -218,14 +219,19 @@ def test_the_judge_tells_the_worker_to_skip_only_a_lite_build_that_failed():
       self.conn, self.other_end = multiprocessing.Pipe()
 
   failed = "lite build failed (RuntimeError: x); building with torch's headers"
-  for reply, skip in (({"ok": False, "error": "e", "build_log": [failed]}, True),
-                      ({"ok": False, "error": "prebuild: no lite build of this extension",
-                        "build_log": []}, False),
-                      ({"ok": True, "seconds": 1.0, "build_log": ["lite build (...)"]}, False)):
+  for reply, skip, skip_light in (
+      ({"ok": False, "error": "e", "build_log": [failed]}, True, False),
+      # its errors ones the light header cannot mend (light_names.py): no fast build either
+      ({"ok": False, "error": "e", "build_log": [failed, light_names.CANNOT_HELP]}, True, True),
+      ({"ok": False, "error": "prebuild: no lite build of this extension", "build_log": []},
+       False, False),
+      ({"ok": True, "seconds": 1.0, "build_log": ["lite build (...)"]}, False, False)):
     prebuilder, worker = Prebuilder(reply), Worker()
     summary = cuda_prebuild.hand_over(prebuilder, worker, tempfile.mkdtemp(), 1.0)
     assert prebuilder.killed and summary["ok"] is reply["ok"]
-    assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip}
+    assert summary.get("skip_light", False) is skip_light
+    assert channel.recv(worker.other_end) == {"cmd": "go", "skip_lite": skip,
+                                              "skip_light": skip_light}
 
 
 def test_the_go_goes_to_the_worker_the_judge_names_once_the_prebuilder_is_done():
@@ -246,7 +252,7 @@ def test_the_go_goes_to_the_worker_the_judge_names_once_the_prebuilder_is_done()
   summary = cuda_prebuild.hand_over(Prebuilder(), kept, tempfile.mkdtemp(), 1.0,
                                     worker_for=lambda s: asked.append(dict(s)) or new)
   assert [a["lite_failed"] for a in asked] == [True] and summary["lite_failed"] is True
-  assert channel.recv(new.other_end) == {"cmd": "go", "skip_lite": True}
+  assert channel.recv(new.other_end) == {"cmd": "go", "skip_lite": True, "skip_light": False}
   assert not kept.other_end.poll(0)
   # none: the worker was killed after a failure meanwhile; nothing to tell
   summary = cuda_prebuild.hand_over(Prebuilder(), kept, tempfile.mkdtemp(), 1.0,

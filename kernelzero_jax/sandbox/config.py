@@ -221,6 +221,12 @@ class SandboxConfig:
   # passed (an H200; BENCHMARKS.md). 0: every candidate may take a kept worker, as before
   # 2026-12-06.
   keep_worker_min_pass_rate: float = 0.5
+  # CUDA: where every error of a candidate's failed lite build is an undefined identifier that
+  # torch's light .cu header does not declare either (light_names.py: the names are written
+  # beside the PCH), the build as asked comes next, without the fast build's parse of that
+  # header. Verdicts are the same either way (the build as asked decides them). Off until a
+  # batch measures it on a GPU (sandbox_throughput's path token `skiplight`).
+  skip_light_after_lite_errors: bool = False
   # GPU: milliseconds of GPU kernels that a candidate's import and its constructor may each run.
   # Both run outside the judge's GPU holds, beside other judges' timings (GPU contexts
   # time-slice, so those timings would lengthen, a shared reference time with them), and are

@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import light_names
 from kernelzero_jax.sandbox import worker_handle
 
 # The longest a judge waits for its prebuilder. A lite build takes seconds; a longer wait would
@@ -114,8 +115,13 @@ def hand_over(prebuilder, worker, workdir: str, wait_s: float,
   summary = {"ok": False, **worker_handle.finish_side_worker(
       prebuilder, wait_s, "prebuild", sanitize, REPLY_LIMITS["error_chars"])}
   summary["batons_removed"] = clear_for_worker(workdir, summary["ok"])
-  skip_lite = any(line.startswith("lite build failed") for line in summary.get("build_log", []))
+  log = summary.get("build_log", [])
+  skip_lite = any(line.startswith("lite build failed") for line in log)
   summary["lite_failed"] = skip_lite
+  # Its errors ones the light header cannot mend (light_names.py): the worker skips the fast build.
+  skip_light = skip_lite and light_names.CANNOT_HELP in log
+  if skip_light:
+    summary["skip_light"] = True
   if worker_for is not None:
     worker = worker_for(summary)
   if before_go is not None:
@@ -125,7 +131,8 @@ def hand_over(prebuilder, worker, workdir: str, wait_s: float,
   if worker is None:
     return summary  # none: killed after a failure meanwhile (its judge's wait says why)
   try:
-    channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite}, by_value=True)
+    channel.send(worker.conn, {"cmd": "go", "skip_lite": skip_lite, "skip_light": skip_light},
+                 by_value=True)
   except OSError:
     pass  # the worker is gone: its wait for the build says why
   return summary

@@ -54,6 +54,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from kernelzero_jax.sandbox import light_names as light_names_lib
 from kernelzero_jax.sandbox import lite_build
 from kernelzero_jax.sandbox import lite_capi
 from kernelzero_jax.sandbox import ninja_steps
@@ -145,14 +146,16 @@ def _compiler_version(cxx: str) -> str:
 
 
 def cache_key(with_cuda: bool) -> str:
-  """Identifies what the PCH depends on: torch, Python, the compiler, CUDA or not."""
+  """Identifies what the PCH depends on: torch, Python, the compiler, CUDA or not, and the
+  sources of what is built beside it (the lite runtime and headers, the light names)."""
   import torch  # pylint: disable=import-outside-toplevel
   cxx = os.environ.get("CXX", "c++")
   parts = [torch.__version__, sys.version, cxx, _compiler_version(cxx), f"cuda={with_cuda}",
            os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
            *(_file_digest(path) for path in (
                lite_build.RUNTIME_SOURCE, os.path.join(lite_build.LITE_DIR, lite_build.LITE_HEADER),
-               os.path.join(lite_build.LITE_DIR, lite_build.BIND_HEADER)))]
+               os.path.join(lite_build.LITE_DIR, lite_build.BIND_HEADER),
+               light_names_lib.__file__))]
   return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -233,11 +236,16 @@ def build_pch(out_dir: str, with_cuda: bool, timeout_s: float = 900) -> str:
                         capture_output=True, text=True, timeout=timeout_s)
   lite_object = os.path.join(out_dir, lite_build.RUNTIME_OBJECT)
   bind, bind_error = _build_bind_pch(cxx, cflags, os.path.join(out_dir, BIND_DIR), timeout_s)
+  # Every name the light .cu header declares (light_names.py); optional, like the runtime.
+  names_error = (light_names_lib.write(out_dir, os.path.join(probe_dir, "build.ninja"),
+                                       timeout_s=timeout_s)
+                 if with_cuda else "no CUDA build here")
   with open(os.path.join(out_dir, "pch.json"), "w", encoding="utf-8") as f:
     json.dump({"cxx": cxx, "cflags": cflags, "gch": _fingerprint(header + ".gch"),
                "lite": _fingerprint(lite_object) if lite.returncode == 0 else None,
                "lite_error": lite.stderr[-2000:] if lite.returncode else None,
-               "bind": bind, "bind_error": bind_error}, f, indent=1)
+               "bind": bind, "bind_error": bind_error, "light_names_error": names_error},
+              f, indent=1)
   shutil.rmtree(probe_dir, ignore_errors=True)
   return header
 
@@ -404,7 +412,9 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
                      bind_dir: str | None = None,
                      first_choice_only: bool = False,
                      capi_main: bool = False,
-                     steps: list[dict[str, Any]] | None = None) -> Callable[..., Any]:
+                     steps: list[dict[str, Any]] | None = None,
+                     light_names: str | None = None,
+                     skip_light: bool = False) -> Callable[..., Any]:
   """`load_inline` that builds with the PCH, the light .cu header and (with `op_headers`) only
   the operators the .cu names first, and exactly as asked if that fails. With `lite_object`
   (the lite runtime, lite_build.py), a .cu that the lite header can serve is built against it
@@ -414,8 +424,12 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
   pybind11 where lite_capi can (and through pybind11 again if that main.cpp fails to compile).
   With `first_choice_only` (a CUDA prebuilder's, cuda_prebuild.py), only the lite build is
   tried, and anything else raises: the worker builds the rest itself. `steps` gets each
-  load_inline call's {"step": one of BUILD_STEPS, "seconds", "ok"}, in order."""
+  load_inline call's {"step": one of BUILD_STEPS, "seconds", "ok"}, in order. With
+  `light_names` (a names file: light_names.py), a failed lite build whose errors the light
+  header cannot mend goes straight to the build as asked, and so does every build with
+  `skip_light` (a worker whose prebuilder's lite build failed so)."""
   signature = inspect.signature(load_inline)
+  skip_fast = [skip_light]  # set where the lite build fails so (lite_failed)
 
   def timed(step: str, *args, **kwargs) -> Any:
     t0 = time.perf_counter()
@@ -474,18 +488,23 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
         return module
       except Exception as e:  # pylint: disable=broad-except
         if ninja_steps.only_cuda_failed(e):  # the .cu failed: so would pybind11 main.cpp's build
-          log(f"lite build failed ({failure(e)}); building with torch's headers")
-          return None
+          return lite_failed(e)
         log(f"C-API main.cpp failed ({failure(e)}); binding through pybind11")
     try:
       module = timed("lite", **lite)
     except Exception as e:  # pylint: disable=broad-except
-      log(f"lite build failed ({failure(e)}); building with torch's headers")
-      return None
+      return lite_failed(e)
     log("lite build (kz_torch_lite.h for the .cu" + (
         (" and main.cpp, binding header precompiled)" if bind_dir else " and main.cpp)")
         if main else ", precompiled header)" if pch_header else ")"))
     return module
+
+  def lite_failed(error: Exception) -> None:
+    log(f"lite build failed ({failure(error)}); building with torch's headers")
+    names = light_names_lib.read(light_names) if light_names else None
+    if names is not None and light_names_lib.cannot_help(error, names):
+      log(light_names_lib.CANNOT_HELP)
+      skip_fast[0] = True
 
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
@@ -494,6 +513,12 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
       return module
     if first_choice_only:
       raise RuntimeError("prebuild: no lite build of this extension")
+    if skip_fast[0] and bound.arguments.get("cuda_sources"):
+      # The .cu that failed decides the build as asked first (ninja_steps.objects_first).
+      log(f"built as asked, {ninja_steps.CUDA_OBJECT} first (no fast build: "
+          f"{light_names_lib.CANNOT_HELP})")
+      with ninja_steps.objects_first([ninja_steps.CUDA_OBJECT]):
+        return timed("as_asked", *args, **kwargs)
     fast = dict(bound.arguments)
     changes = []
     op_dir = None

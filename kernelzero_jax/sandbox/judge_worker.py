@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import judge_gpu
+from kernelzero_jax.sandbox import light_names
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox import worker_handle
 from kernelzero_jax.sandbox.go_gate import GoGate
@@ -98,6 +99,9 @@ class WorkerSteps:
         spec["capi_main"] = cfg.lite_main_cpp and cfg.lite_capi_main
         if cfg.lite_main_cpp and cfg.lite_bind_pch and fast_build.bind_intact(self.pch_header):
           self.bind_dir = spec["bind_dir"] = fast_build.bind_dir_of(self.pch_header)
+        names = light_names.path_of(self.pch_header)
+        if cfg.skip_light_after_lite_errors and os.path.exists(names):
+          spec["light_names"] = names
     if self.backend == "triton" and cfg.device == "cuda" and cfg.triton_seed:
       self._plant_triton_seed()
     prebuild = spec.get("fast_build") and cfg.device == "cuda" and cfg.cuda_prebuild

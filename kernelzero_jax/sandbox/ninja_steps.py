@@ -24,6 +24,7 @@ import re
 import subprocess
 from typing import Iterator
 
+CUDA_OBJECT = "cuda.cuda.o"  # the object load_inline's build.ninja compiles its cuda.cu into
 _FAILED_LINE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*)$", re.MULTILINE)
 _BUILD_LINE = re.compile(r"^build ([^:\s]+)\s*:", re.MULTILINE)
 

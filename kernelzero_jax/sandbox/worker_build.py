@@ -23,9 +23,10 @@ PREBUILD = "prebuild"
 class BuildSteps:
   """The build stage of worker._Worker. A mixin: the state it reads is _Worker's."""
 
-  def _wrap_load_inline(self, lite: bool | None) -> None:
+  def _wrap_load_inline(self, lite: bool | None, skip_light: bool = False) -> None:
     """load_inline as fast_build.py builds (`lite`: trying the lite build first; None: as torch
-    builds), with the extension names of spec["extension_suffix"] (_renamed)."""
+    builds; `skip_light`: no fast build, the build as asked at once), with the extension names
+    of spec["extension_suffix"] (_renamed)."""
     import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
     from kernelzero_jax.sandbox import fast_build  # pylint: disable=import-outside-toplevel
     spec = self.spec
@@ -41,21 +42,23 @@ class BuildSteps:
         lite_object=spec.get("lite_object") if lite else None,
         lite_main=bool(spec.get("lite_main")), bind_dir=spec.get("bind_dir"),
         first_choice_only=spec.get("role") == PREBUILD, capi_main=bool(spec.get("capi_main")),
-        steps=self.build_steps)
+        steps=self.build_steps, light_names=spec.get("light_names") if lite else None,
+        skip_light=skip_light)
 
   def _await_go(self) -> bool:
     """Waits for the judge's go, sent once this candidate's prebuilder is done
     (cuda_prebuild.py), and not while the judge times the reference before the candidate is
     imported (SandboxConfig.reference_first, go_gate.py). Where the prebuilder's lite build
     failed, this worker's would too: it starts from the fallback (the same build a failed lite
-    build falls back to)."""
+    build falls back to), or from the build as asked where the lite build's errors were ones
+    the light header cannot mend (light_names.py)."""
     msg = channel.recv(self.conn)
     self.startup.lap("await_go")
     if msg.get("cmd") != "go":
       return False
     if msg.get("skip_lite") and self._load_inline is not None:
       self.build_log.append("lite build failed in the prebuilder; building with torch's headers")
-      self._wrap_load_inline(lite=False)
+      self._wrap_load_inline(lite=False, skip_light=msg.get("skip_light") is True)
     return True
 
   def build(self) -> dict[str, Any]:
