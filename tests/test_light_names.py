@@ -161,3 +161,14 @@ def test_a_worker_told_to_skip_the_fast_build_builds_as_asked_at_once():
   builds, steps = Builds(), []
   load = fast_build.fast_load_inline(builds, None, op_headers=False, steps=steps, skip_light=True)
   assert load("ext", "int g();") == "module 1" and [s["step"] for s in steps] == ["plain"]
+
+
+def test_each_extension_s_own_lite_build_decides_for_it(tmp_path):
+  """A candidate with two extensions: the first's lite build cannot be mended; the second's .cu
+  includes no torch header, so it has no lite build: it builds as before, not as asked."""
+  builds, log, steps = Builds(UNDECLARED, UNDECLARED), [], []
+  load = _load(builds, log, steps, _names_file(tmp_path))
+  with pytest.raises(RuntimeError):
+    load("ext", "", KERNEL)
+  assert load("ext2", "", "__global__ void g() {}\n") == "module 3"
+  assert [s["step"] for s in steps] == ["lite", "as_asked", "plain"]

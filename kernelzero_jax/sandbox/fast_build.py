@@ -429,7 +429,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
   header cannot mend goes straight to the build as asked, and so does every build with
   `skip_light` (a worker whose prebuilder's lite build failed so)."""
   signature = inspect.signature(load_inline)
-  skip_fast = [skip_light]  # set where the lite build fails so (lite_failed)
+  skip_fast = [skip_light]  # set where this call's lite build fails so (lite_failed)
 
   def timed(step: str, *args, **kwargs) -> Any:
     t0 = time.perf_counter()
@@ -508,6 +508,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
 
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
+    skip_fast[0] = skip_light  # (each extension's own lite build decides for it)
     module = lite_attempt(dict(bound.arguments))
     if module is not None:
       return module
