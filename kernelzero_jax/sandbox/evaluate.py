@@ -147,7 +147,7 @@ class SandboxPool:
     # same time reuse it too; kept for the pool's lifetime, so later batches reuse them as well.
     self._facts_dir: str | None = None
     self._facts_lock = threading.Lock()
-    # Each reference's verdicts so far, for the pool's lifetime: which candidates a kept worker
+    # Each reference's recent verdicts, for the pool's lifetime: which candidates a kept worker
     # serves (SandboxConfig.keep_worker_min_pass_rate).
     self.pass_rates = PassRates()
 

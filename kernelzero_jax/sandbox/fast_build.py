@@ -429,7 +429,6 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
   header cannot mend goes straight to the build as asked, and so does every build with
   `skip_light` (a worker whose prebuilder's lite build failed so)."""
   signature = inspect.signature(load_inline)
-  skip_fast = [skip_light]  # set where this call's lite build fails so (lite_failed)
 
   def timed(step: str, *args, **kwargs) -> Any:
     t0 = time.perf_counter()
@@ -446,16 +445,17 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     """The C++ flags (main.cpp's) with the precompiled header first."""
     return ["-include", pch_header, *(arguments.get("extra_cflags") or [])]
 
-  def lite_attempt(arguments: dict[str, Any]) -> Any:
-    """The module built with the lite .cu header, or None if that is not possible here."""
+  def lite_attempt(arguments: dict[str, Any]) -> tuple[Any, bool]:
+    """(The module built with the lite .cu header, or None if that is not possible here or
+    failed; whether it failed with errors the light header cannot mend: lite_failed)."""
     cuda = arguments.get("cuda_sources")
     if not (lite_object and cuda):
-      return None
+      return None, False
     sources = lite_build.lite_cuda_sources(_source_list(cuda))
     if sources is None:
-      return None
+      return None, False
     if "no_implicit_headers" not in signature.parameters:
-      return None  # this load_inline puts torch/types.h at the top of every .cu
+      return None, False  # this load_inline puts torch/types.h at the top of every .cu
     cpp = _source_list(arguments.get("cpp_sources") or [])
     implicit = not arguments.get("no_implicit_headers")
     # main.cpp lite too (the binding header instead of torch/extension.h), unless the candidate
@@ -485,7 +485,7 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
       try:
         module = timed("lite_capi", **dict(lite, cpp_sources=[capi], functions=None))
         log("lite build (kz_torch_lite.h for the .cu, main.cpp through CPython's API)")
-        return module
+        return module, False
       except Exception as e:  # pylint: disable=broad-except
         if ninja_steps.only_cuda_failed(e):  # the .cu failed: so would pybind11 main.cpp's build
           return lite_failed(e)
@@ -497,24 +497,25 @@ def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,
     log("lite build (kz_torch_lite.h for the .cu" + (
         (" and main.cpp, binding header precompiled)" if bind_dir else " and main.cpp)")
         if main else ", precompiled header)" if pch_header else ")"))
-    return module
+    return module, False
 
-  def lite_failed(error: Exception) -> None:
+  def lite_failed(error: Exception) -> tuple[None, bool]:
+    """lite_attempt's answer where the lite build failed with `error`."""
     log(f"lite build failed ({failure(error)}); building with torch's headers")
     names = light_names_lib.read(light_names) if light_names else None
-    if names is not None and light_names_lib.cannot_help(error, names):
+    unmendable = names is not None and light_names_lib.cannot_help(error, names)
+    if unmendable:
       log(light_names_lib.CANNOT_HELP)
-      skip_fast[0] = True
+    return None, unmendable
 
   def wrapper(*args, **kwargs):
     bound = signature.bind(*args, **kwargs)
-    skip_fast[0] = skip_light  # (each extension's own lite build decides for it)
-    module = lite_attempt(dict(bound.arguments))
+    module, unmendable = lite_attempt(dict(bound.arguments))
     if module is not None:
       return module
     if first_choice_only:
       raise RuntimeError("prebuild: no lite build of this extension")
-    if skip_fast[0] and bound.arguments.get("cuda_sources"):
+    if (skip_light or unmendable) and bound.arguments.get("cuda_sources"):
       # The .cu that failed decides the build as asked first (ninja_steps.objects_first).
       log(f"built as asked, {ninja_steps.CUDA_OBJECT} first (no fast build: "
           f"{light_names_lib.CANNOT_HELP})")
