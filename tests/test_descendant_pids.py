@@ -47,7 +47,7 @@ def _before():
 
 def test_children_grandchildren_and_those_of_other_threads_are_found(before):
   assert set(process_tree.descendant_pids()) == before
-  subprocess.Popen(TREE)  # pylint: disable=consider-using-with
+  child = subprocess.Popen(TREE)  # pylint: disable=consider-using-with
   # One started by a thread that has ended since: its process adopts it.
   start = lambda: subprocess.Popen(TREE)  # pylint: disable=consider-using-with
   thread = threading.Thread(target=start)
@@ -56,7 +56,8 @@ def test_children_grandchildren_and_those_of_other_threads_are_found(before):
   _wait_for(len(before) + 4)
   found = process_tree.descendant_pids()
   assert len(found) == len(before) + 4 and set(found) == _psutils()
-  child = max(psutil.Process().children(), key=lambda p: p.pid)
+  # (This child by its handle: the process may have older children, a zombie say, and the pids
+  # may wrap, so the highest pid need not be one of the test's.)
   assert set(process_tree.descendant_pids(child.pid)) == _psutils(child.pid) and len(
       _psutils(child.pid)) == 1
   baseline = {t.ident for t in threading.enumerate()}
