@@ -278,10 +278,7 @@ def main(argv):
   for mode in flags.FLAGS.modes:
     failed = [r for r in rows if r["mode"] == mode and not r["ok"]]
     if failed:
-      by_step: dict[str, list[float]] = {}
-      for r in failed:
-        for step in r["steps"]:
-          by_step.setdefault(step["step"], []).append(step["seconds"])
+      by_step = fast_build.step_seconds([r["steps"] for r in failed])
       seconds = statistics.median(r["seconds"] for r in failed)
       print(f"{mode}: {len(failed)} failed, median {seconds:.1f} s, its compilers' CPU "
             f"{statistics.median(r['cpu_s'] for r in failed):.2f} s; "

@@ -133,6 +133,7 @@ from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_ti
 from kernelzero_jax import atomic_file
 from kernelzero_jax.tasks import kernelbench as tasks
 from kernelzero_jax.sandbox import Job, SandboxConfig, SandboxPool
+from kernelzero_jax.sandbox import fast_build
 from kernelzero_jax.sandbox.launchers import LAUNCHERS
 
 # Trailing tokens of a path, in any order: each turns one default off.
@@ -512,14 +513,8 @@ def by_kind(rows: list[dict]) -> dict[str, dict[str, Any]]:
 
 def _build_step_medians(rows: list[dict]) -> dict[str, float]:
   """by_kind's median seconds of each build step, over the rows that took it."""
-  by_step: dict[str, list[float]] = {}
-  for r in rows:
-    summed: dict[str, float] = {}
-    for step in (r.get("evidence") or {}).get("build_steps") or []:
-      summed[step["step"]] = summed.get(step["step"], 0.0) + step["seconds"]
-    for name, seconds in summed.items():
-      by_step.setdefault(name, []).append(seconds)
-  return {name: _median(seconds) for name, seconds in sorted(by_step.items())}
+  builds = [(r.get("evidence") or {}).get("build_steps") or [] for r in rows]
+  return {name: _median(seconds) for name, seconds in fast_build.step_seconds(builds).items()}
 
 
 def kept_workers(rows: list[dict]) -> dict[str, Any]:

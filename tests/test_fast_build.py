@@ -135,6 +135,18 @@ def test_a_failed_fast_build_is_built_again_exactly_as_asked():
   assert [(s["step"], s["ok"]) for s in steps] == [("fast", False), ("as_asked", True)]
 
 
+def test_step_seconds_sum_a_builds_calls_of_a_step_and_list_builds_by_step():
+  builds = [[{"step": "lite", "seconds": 1.0, "ok": False},
+             {"step": "fast", "seconds": 2.0, "ok": False},
+             {"step": "lite", "seconds": 0.5, "ok": True}],
+            [{"step": "as_asked", "seconds": 3.0, "ok": True}],
+            [],
+            [{"step": "lite", "seconds": 4.0, "ok": True}]]
+  assert fast_build.step_seconds(builds) == {"as_asked": [3.0], "fast": [2.0],
+                                             "lite": [1.5, 4.0]}
+  assert list(fast_build.step_seconds(builds)) == ["as_asked", "fast", "lite"]
+
+
 def test_a_build_failure_keeps_the_compilers_last_error_lines_and_is_short():
   assert fast_build.failure(RuntimeError(BUILD_ERROR)) == BUILD_FAILURE
   assert fast_build.failure(ImportError("undefined symbol: kz_lite_empty")) == (

@@ -68,7 +68,6 @@ BIND_DIR = "bind"  # beside the PCH: the lite headers and the binding header's .
 OP_AGGREGATORS = {os.path.join("ATen", "Functions.h"): "",
                   os.path.join("ATen", "NativeFunctions.h"): "_native"}
 _OP_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<ATen/ops/(\w+)\.h>[ \t]*$")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _VARIANT_SUFFIX = re.compile(r"(_symint|_outf|_out|_)+$")
 _PROBE_CPP = "torch::Tensor kz_probe(torch::Tensor x) { return x; }"
 _PROBE_CUDA = ("#include <torch/extension.h>\n"
@@ -84,7 +83,7 @@ def light_cuda_source(source: str) -> str | None:
 def names_in(sources: list[str]) -> set[str]:
   """The identifiers of `sources`, plus each with ATen's variant suffixes removed (`add_`,
   `add_out`, `add_outf`, `add_symint` are declared by the header of `add`)."""
-  identifiers = set(_IDENTIFIER.findall("\n".join(sources)))
+  identifiers = set(light_names_lib.IDENTIFIER.findall("\n".join(sources)))
   return identifiers | {_VARIANT_SUFFIX.sub("", name) for name in identifiers}
 
 
@@ -402,6 +401,19 @@ def _source_list(sources: str | list[str]) -> list[str]:
 # CPython's API, the lite build, the fast build, the build as asked after it, a plain build where
 # there was nothing to speed up.
 BUILD_STEPS = ("lite_capi", "lite", "fast", "as_asked", "plain")
+
+
+def step_seconds(builds: list[list[dict[str, Any]]]) -> dict[str, list[float]]:
+  """Each step's seconds per build that took it (summed over a build's calls), by step name:
+  what the benchmarks take medians of, from fast_load_inline's `steps` lists."""
+  by_step: dict[str, list[float]] = {}
+  for steps in builds:
+    summed: dict[str, float] = {}
+    for step in steps:
+      summed[step["step"]] = summed.get(step["step"], 0.0) + step["seconds"]
+    for name, seconds in summed.items():
+      by_step.setdefault(name, []).append(seconds)
+  return dict(sorted(by_step.items()))
 
 
 def fast_load_inline(load_inline: Callable[..., Any], pch_header: str | None,

@@ -27,7 +27,7 @@ FILE = "light_names.txt"  # beside the precompiled header
 # What a build log says where the lite build's errors are of that kind (fast_build.py), and what
 # tells a CUDA prebuilder's worker to skip the fast build (cuda_prebuild.hand_over).
 CANNOT_HELP = "the lite build's errors name nothing the light header declares"
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # An error line of nvcc's front end (`cuda.cu(14): error: ...`, with its number where nvcc shows
 # them: `error #20-D: ...`) or of the host compiler (`main.cpp:3:5: error: ...`, `fatal error:`).
 _ERROR_LINE = re.compile(r"^.*?: (?:fatal )?error(?: #\d+(?:-D)?)?: .*$", re.MULTILINE)
@@ -68,7 +68,7 @@ def write(out_dir: str, build_file: str, header: str = "torch/types.h",
       return f"{type(e).__name__}: {e}"
   if proc.returncode != 0:
     return proc.stderr[-2000:] or f"nvcc exited with {proc.returncode}"
-  names = sorted(set(_IDENTIFIER.findall(proc.stdout)))
+  names = sorted(set(IDENTIFIER.findall(proc.stdout)))
   with open(os.path.join(out_dir, FILE), "w", encoding="utf-8") as f:
     f.write("\n".join(names) + "\n")
   return None
