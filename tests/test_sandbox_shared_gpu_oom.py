@@ -11,6 +11,8 @@ runs in the GPU benchmark (benchmarks/sandbox_throughput.py).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -240,6 +242,78 @@ def test_the_pool_tells_each_judge_how_many_judges_run_at_once(monkeypatch, cand
                                   launcher="subprocess")
   pool.evaluate([evaluate_lib.Job("ref", f"cand{i}", "triton") for i in range(candidates)])
   assert [job["judges_at_once"] for job in judge.jobs] == [judges_at_once] * candidates
+
+
+def test_the_judges_with_room_are_the_most_that_leave_checks_any():
+  # 80% of 79.1 GiB (an H100's) is 63.28 GiB: 40 judges' 62.5 GiB leave 0.78, 41 none.
+  assert gpu_budget.judges_with_room(int(79.1 * GiB)) == 40
+  assert gpu_budget.judges_with_room(int(139.8 * GiB)) == 71
+  assert gpu_budget.judges_with_room(10 * gpu_budget.JUDGE_GPU_BYTES) == 7  # 8 fill the share
+  assert gpu_budget.judges_with_room(GiB) == 0
+  for gpu in (int(79.1 * GiB), 10 * gpu_budget.JUDGE_GPU_BYTES, 3 * GiB):
+    most = gpu_budget.judges_with_room(gpu)
+    assert gpu_budget.check_width(1, 4, gpu, judges=most + 1) == 4  # no room: alone
+    assert most == 0 or gpu_budget.check_width(1, 4, gpu, judges=most) == 1
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, script: str) -> None:
+  """An nvidia-smi on PATH that runs `script` (sh) with the arguments it was given."""
+  path = tmp_path / "nvidia-smi"
+  path.write_text("#!/bin/sh\n" + script + "\n")
+  path.chmod(0o755)
+  monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+
+def test_the_smallest_gpu_is_read_from_nvidia_smi_for_the_visible_gpus(tmp_path, monkeypatch):
+  # The fake prints one line per GPU, in MiB; given -i, only those GPUs' lines.
+  _fake_nvidia_smi(tmp_path, monkeypatch, """
+case "$*" in
+  *"--query-gpu=memory.total --format=csv,noheader,nounits -i 1,2") printf '143771\\n81559\\n' ;;
+  *"--query-gpu=memory.total --format=csv,noheader,nounits") printf '143771\\n143771\\n' ;;
+  *) exit 3 ;;
+esac""")
+  monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+  assert gpu_budget.smallest_gpu_bytes() == 143771 * 2**20
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+  assert gpu_budget.smallest_gpu_bytes() == 81559 * 2**20
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # the fake fails on other arguments
+  assert gpu_budget.smallest_gpu_bytes() is None
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU at all
+  assert gpu_budget.smallest_gpu_bytes() is None
+
+
+@pytest.mark.parametrize("script", ["echo 'No devices were found'", "exit 9", ":"])
+def test_no_gpu_memory_where_nvidia_smi_tells_none(tmp_path, monkeypatch, script):
+  _fake_nvidia_smi(tmp_path, monkeypatch, script)
+  monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+  assert gpu_budget.smallest_gpu_bytes() is None
+
+
+def test_no_gpu_memory_without_nvidia_smi(monkeypatch, tmp_path):
+  monkeypatch.setenv("PATH", str(tmp_path))
+  assert gpu_budget.smallest_gpu_bytes() is None
+
+
+@pytest.mark.parametrize("max_parallel, gpus, device, warned", [
+    (24, (0,), "cuda", True), (20, (0,), "cuda", False), (42, (0, 1), "cuda", True),
+    (40, (0, 1), "cuda", False), (64, (0,), "cpu", False)])
+def test_the_pool_warns_once_where_its_judges_leave_checks_no_room(
+    monkeypatch, caplog, max_parallel, gpus, device, warned):
+  # A 40 GiB GPU: 20 judges' processes (31.25 GiB) leave checks 0.75 of its 32 GiB share.
+  read = []
+  monkeypatch.setattr(gpu_budget, "smallest_gpu_bytes", lambda: read.append(1) or 40 * GiB)
+  monkeypatch.setattr(evaluate_lib, "run_judge", _Recorder(*[_verdict(V.CORRECT)] * 2))
+  pool = evaluate_lib.SandboxPool(SandboxConfig(device=device, gpu_concurrency=4),
+                                  max_parallel=max_parallel, gpu_indices=gpus,
+                                  launcher="subprocess")
+  with caplog.at_level("WARNING"):
+    pool.evaluate([evaluate_lib.Job("ref", "cand", "triton")])
+    pool.evaluate([evaluate_lib.Job("ref", "cand2", "triton")])
+  warnings = [r.getMessage() for r in caplog.records if "no room" in r.getMessage()]
+  assert len(warnings) == int(warned) and len(read) == int(device == "cuda")
+  if warned:
+    assert warnings[0].startswith(f"{-(-max_parallel // len(gpus))} sandbox judges per GPU")
+    assert warnings[0].endswith(f"At most 20 per GPU leave room: max_parallel={20 * len(gpus)}.")
 
 
 def test_an_oom_with_the_gpu_alone_is_the_candidates_failure(monkeypatch):

@@ -12,6 +12,7 @@ import dataclasses
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ import threading
 import time
 from typing import Callable, Iterable, Sequence
 
+from kernelzero_jax.sandbox import gpu_budget
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import BACKENDS, SandboxConfig
 from kernelzero_jax.sandbox.launchers import (SubprocessLauncher, ZygoteLauncher, judge_env,
@@ -150,6 +152,7 @@ class SandboxPool:
     # Each reference's recent verdicts, for the pool's lifetime: which candidates a kept worker
     # serves (SandboxConfig.keep_worker_min_pass_rate).
     self.pass_rates = PassRates()
+    self._judge_count_checked = False  # _check_judge_count, once per pool
 
   def reference_key(self, reference_source: str, gpu_index: int) -> str:
     """What a reference's facts depend on: its source, the judging config, the GPU."""
@@ -227,6 +230,27 @@ class SandboxPool:
   def __exit__(self, *exc) -> None:
     self.close()
 
+  def _check_judge_count(self, judges_on_gpu: int) -> None:
+    """Warns, once, where this many judges on a GPU leave its correctness checks no room in
+    gpu_budget's memory model: every check then runs with the GPU alone, and their processes
+    may not fit at all (max_parallel defaults to one judge per CPU core, 64 on a large host
+    with one GPU: 100 GiB of processes)."""
+    if self._judge_count_checked or self.config.device != "cuda":
+      return
+    self._judge_count_checked = True
+    gpu_bytes = gpu_budget.smallest_gpu_bytes()
+    if gpu_bytes is None:
+      return
+    most = gpu_budget.judges_with_room(gpu_bytes)
+    if judges_on_gpu > most:
+      logging.warning(
+          "%d sandbox judges per GPU (max_parallel=%d over %d GPU(s)) leave no room for "
+          "correctness checks on a GPU of %.1f GiB (each judge's processes hold about %.1f "
+          "GiB): every check will hold the GPU alone. At most %d per GPU leave room: "
+          "max_parallel=%d.", judges_on_gpu, self.max_parallel, len(self.gpu_indices),
+          gpu_bytes / 2**30, gpu_budget.JUDGE_GPU_BYTES / 2**30, most,
+          most * len(self.gpu_indices))
+
   def _map(self, judge: Callable[[int, object], object], items: list, fallback, desc: str,
            progress: bool, on_result: Callable | None, passed: Callable[[object], bool]) -> list:
     """`judge(i, item)` for every item on `max_parallel` threads; results in item order. A
@@ -299,6 +323,7 @@ class SandboxPool:
     submitted = time.perf_counter()
     judges_on_gpu = -(-self.max_parallel // len(self.gpu_indices))  # at most, per GPU
     judges_at_once = min(self.max_parallel, len(jobs))  # at most, on this machine
+    self._check_judge_count(judges_on_gpu)
 
     choose_workers = self.config.worker_candidates() > 1
 

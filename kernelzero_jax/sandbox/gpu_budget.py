@@ -11,6 +11,7 @@ import fcntl
 import math
 import os
 import random
+import subprocess
 import tempfile
 from typing import Iterator
 
@@ -123,6 +124,30 @@ def checks_fit(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1
   `gpu_bytes` at once, beside `judges` judges' processes (then each holds one of the slots:
   check_width)."""
   return one_check_bytes * slots <= _check_room(gpu_bytes, judges)
+
+
+def judges_with_room(gpu_bytes: int) -> int:
+  """The most judges whose processes leave correctness checks any room on a GPU of `gpu_bytes`
+  (beyond it every check holds the GPU alone: check_width)."""
+  return max(0, math.ceil(CHECK_MEMORY_SHARE * gpu_bytes / JUDGE_GPU_BYTES) - 1)
+
+
+def smallest_gpu_bytes() -> int | None:
+  """The memory of the smallest GPU this process may use (CUDA_VISIBLE_DEVICES's, else every
+  one), as nvidia-smi reports it: read without making a CUDA context here, where the caller
+  (the pool, beside the policy's JAX) must not. None where nvidia-smi is missing or fails."""
+  command = ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+  if visible is not None:
+    if not visible.strip():
+      return None
+    command += ["-i", visible]
+  try:
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    mib = [int(line) for line in proc.stdout.split()] if proc.returncode == 0 else []
+  except (OSError, subprocess.TimeoutExpired, ValueError):
+    return None
+  return min(mib) * 2**20 if mib else None
 
 
 def check_width(one_check_bytes: int, slots: int, gpu_bytes: int, judges: int = 1) -> int:
