@@ -149,7 +149,8 @@ class PoolCoderEnvironment(CoderEnvironment):
     # pylint: disable-next=super-init-not-called
     self._init_judging(tokenizer, backend, sandbox_config, max_parallel, prompt_style, progress)
     self.modules = pool
-    self._speed: dict[str, float] = {}
+    self._step: int | None = None  # the step that _totals add up (over its sampling rounds)
+    self._totals: dict[str, float] = {}
 
   def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator) -> list[Prompt]:
     del step
@@ -167,21 +168,40 @@ class PoolCoderEnvironment(CoderEnvironment):
     speedups = [r["speedup"] for r in results
                 if r["correct"] and r.get("speedup") and np.isfinite(r["speedup"])
                 and r["speedup"] > 0]
-    self._speed = {"num_speedups": len(speedups),
-                   "log_speedup_sum": float(np.sum(np.log(speedups))) if speedups else 0.0}
-    by_prompt: dict[int, list[bool]] = defaultdict(list)
+    # A sample whose judging failed on the reference's side says nothing of the Coder (the
+    # learner leaves its group out); a module whose reference failed in all of a group's
+    # judgings leaves the pool, which would otherwise keep handing it out (the Proposer's
+    # environment does not let such a module in: REFERENCE_FAILED).
+    by_prompt: dict[int, list[dict]] = defaultdict(list)
     for c, r in zip(completions, results):
-      by_prompt[c.prompt_index].append(bool(r["correct"]))
-    for i, correct in by_prompt.items():
+      by_prompt[c.prompt_index].append(r)
+    removed = 0
+    for i, group in by_prompt.items():
       key = normalized_source_hash(prompts[i].payload)
-      if key in self.modules.entries:
-        self.modules.record(key, sum(correct), len(correct))
+      if key not in self.modules.entries:
+        continue
+      judged = [bool(r["correct"]) for r in group if not r.get("reference_error")]
+      if judged:
+        self.modules.record(key, sum(judged), len(judged))
+      else:
+        self.modules.remove(key)
+        removed += 1
+        logging.warning("pool module %s removed: its reference failed in all %d judgings (%s)",
+                        key[:12], len(group), "; ".join(group[0].get("reasons") or [])[:300])
+    # A step may score several rounds (the learner's dynamic sampling): its metrics add up.
+    if self._step != step:
+      self._step = step
+      self._totals = dict.fromkeys(("num_speedups", "log_speedup_sum",
+                                    "reference_failed_modules_removed"), 0)
+    self._totals["num_speedups"] += len(speedups)
+    self._totals["log_speedup_sum"] += float(np.sum(np.log(speedups))) if speedups else 0.0
+    self._totals["reference_failed_modules_removed"] += removed
     return results
 
   def step_metrics(self, step: int) -> dict[str, Any]:
     del step
     return {"pool_size": len(self.modules), "frontier_modules": self.modules.frontier_size(),
-            **self._speed}
+            **self._totals}
 
 
 class PolicyProbe:

@@ -11,8 +11,10 @@ import pytest
 
 from kernelzero_jax.proposer import catalog
 from kernelzero_jax.proposer.api_sets import ApiSetSampler, Cooccurrence
-from kernelzero_jax.proposer.environment import (DUPLICATE, VALID, ProposalSettings,
-                                                 ProposerEnvironment)
+from kernelzero_jax import coevolve
+from kernelzero_jax.coder.environment import CoderEnvironment
+from kernelzero_jax.proposer.environment import (DUPLICATE, REFERENCE_FAILED, VALID,
+                                                 ProposalSettings, ProposerEnvironment)
 from kernelzero_jax.proposer.frontier import FrontierConfig, ModulePool, normalized_source_hash
 from kernelzero_jax.rl import rewards
 from kernelzero_jax.rl.learner import Completion, Prompt
@@ -52,16 +54,26 @@ FRONTIER = FrontierConfig(invalid_reward=-0.5, samples_per_module=8)
 
 
 class ScriptedProbe:
-  """The Coder's k attempts at a module: `correct[source]` of them pass."""
+  """The Coder's k attempts at a module: `correct[source]` of them pass; the last
+  `reference_failed[source]` were judgings whose reference failed (never correct)."""
 
-  def __init__(self, correct: dict[str, int]):
+  def __init__(self, correct: dict[str, int], reference_failed: dict[str, int] | None = None):
     self.correct = correct
+    self.reference_failed = reference_failed or {}
     self.calls: list[list[str]] = []
 
   def attempt(self, step, sources, k):
     del step
     self.calls.append(list(sources))
-    return [[{"correct": i < self.correct[s]} for i in range(k)] for s in sources]
+    return [[_try(i < self.correct[s], i >= k - self.reference_failed.get(s, 0))
+             for i in range(k)] for s in sources]
+
+
+def _try(correct: bool, reference_failed: bool = False) -> dict:
+  if reference_failed:
+    return {"correct": False, "reference_error": True,
+            "reasons": ["reference forward failed: OutOfMemoryError: CUDA out of memory"]}
+  return {"correct": correct, "reference_error": False, "reasons": []}
 
 
 def _fenced(source: str) -> str:
@@ -143,6 +155,62 @@ def test_each_completion_gets_its_rejection_or_its_frontier_reward(sandbox):
   metrics = env.step_metrics(2)
   assert (metrics["proposals_statically_ok"], metrics["unique_modules_validated"]) == (2, 0)
   assert (metrics["valid_modules"], metrics["pool_size"]) == (0, 3)
+
+
+def test_judgings_whose_reference_failed_leave_the_pass_rate_or_invalidate_the_module(sandbox):
+  # RELU_SUM: 3 of 8 pass and 2 judgings failed on the reference's side: p = 3/6.
+  # RELU_SUM_SCALED: every judging's reference failed: no judge can grade it.
+  probe = ScriptedProbe({RELU_SUM: 3, RELU_SUM_SCALED: 0}, {RELU_SUM: 2, RELU_SUM_SCALED: 8})
+  pool = ModulePool(FRONTIER)
+  env = _env(sandbox, probe, pool)
+  prompt = Prompt(task_id="relu+sum", token_ids=(1, 2), payload=APIS)
+  results = env.score(1, [prompt], [Completion(0, _fenced(source), (), "stop")
+                                    for source in (RELU_SUM, RELU_SUM_SCALED)])
+  assert [r["status"] for r in results] == [VALID, REFERENCE_FAILED]
+  assert [r["reward"] for r in results] == [1.0, -0.5]
+  assert results[0]["pass_rate"] == 0.5 and results[1]["pass_rate"] is None
+  assert results[1]["reasons"] == [
+      "its reference failed in every judging of the Coder's 8 samples: reference forward "
+      "failed: OutOfMemoryError: CUDA out of memory"]
+  assert list(pool.entries) == [normalized_source_hash(RELU_SUM)]
+  entry = pool.entries[normalized_source_hash(RELU_SUM)]
+  assert (entry.attempts, entry.correct) == (6, 3)
+  metrics = env.step_metrics(1)
+  assert (metrics["valid_modules"], metrics["reference_failed_modules"],
+          metrics["accepted_into_pool"]) == (1, 1, 1)
+  assert metrics["valid_pass_rate_mean"] == 0.5
+
+
+def test_the_pool_coder_records_graded_judgings_and_drops_modules_no_judge_can_grade(
+    monkeypatch):
+  pool = ModulePool(FRONTIER)
+  for source in (RELU_SUM, RELU_SUM_SCALED, SEED):
+    pool.add(source, APIS)
+  # Per module, its group of 4 judgings: SEED's 4 all failed on the reference's side.
+  scripted = {RELU_SUM: [_try(True), _try(False), _try(False, True), _try(True)],
+              RELU_SUM_SCALED: [_try(True)] * 4, SEED: [_try(False, True)] * 4}
+  env = coevolve.PoolCoderEnvironment(pool, load_tokenizer(None), "triton",
+                                      SandboxConfig(device="cpu", timing=False), max_parallel=1)
+  try:
+    prompts = [Prompt(task_id=f"pool/{i}", token_ids=(1,), payload=source)
+               for i, source in enumerate(scripted)]
+    completions = [Completion(i, "", (), "stop") for i in range(3) for _ in range(4)]
+    monkeypatch.setattr(CoderEnvironment, "score", lambda self, step, prompts, completions: [
+        dict(r, speedup=2.0 if r["correct"] else None) for p in prompts
+        for r in scripted[p.payload]])
+    env.score(3, prompts, completions)
+    env.score(3, prompts[:2], completions[:8])  # a second round of the same step
+  finally:
+    env.sandbox.close()
+  assert SEED not in pool
+  for source, (attempts, correct) in ((RELU_SUM, (6, 4)), (RELU_SUM_SCALED, (8, 8))):
+    entry = pool.entries[normalized_source_hash(source)]
+    assert (entry.attempts, entry.correct) == (attempts, correct)
+  metrics = env.step_metrics(3)
+  assert (metrics["reference_failed_modules_removed"], metrics["pool_size"]) == (1, 2)
+  # The speedups of both rounds: 2 + 4 correct in each.
+  assert metrics["num_speedups"] == 12
+  assert metrics["log_speedup_sum"] == pytest.approx(12 * np.log(2.0))
 
 
 def test_the_environment_schedule_needs_the_reward():

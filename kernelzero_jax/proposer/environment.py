@@ -12,6 +12,10 @@ turns each completion into a reward, in stages that each reject with a named rea
      constant_output, input_independent, too_slow;
   4. the Coder's pass rate p over k samples of the module (a `CoderProbe`), and the reward
      schedule of `FrontierConfig.reward` at p. Invalid modules get `invalid_reward` (rho < 0).
+     A sample whose judging failed on the reference's side (its result's `reference_error`: the
+     reference did not load or run in that judge, a candidate's memory say) says nothing about
+     the Coder and is left out of p; where every sample's did, the module is
+     `reference_failed`: invalid, though validation ran it, since no judge can grade it.
 
 Identical proposals within one step are validated and probed once and share the verdict. Every
 valid module enters the pool with its k attempts recorded. A result carries "reward" (the
@@ -40,6 +44,7 @@ from kernelzero_jax.sandbox.module_check import ModuleLimits
 
 VALID = "valid"
 DUPLICATE = "duplicate"
+REFERENCE_FAILED = "reference_failed"
 
 
 class CoderProbe(Protocol):
@@ -143,15 +148,24 @@ class ProposerEnvironment:
     attempts = self.probe.attempt(step, [unique[key][0] for key in valid_keys], k) \
         if valid_keys else []
     t2 = time.perf_counter()
-    accepted, pass_rates = 0, []
+    accepted, reference_failed, pass_rates = 0, 0, []
     for key, tries in zip(valid_keys, attempts):
       source, apis, indices = unique[key]
-      num_correct = sum(bool(r["correct"]) for r in tries)
-      p = num_correct / len(tries)
+      judged = [r for r in tries if not r.get("reference_error")]
+      if not judged:
+        reasons = [reason for r in tries[:1] for reason in r.get("reasons") or []]
+        for i in indices:
+          results[i] = self._invalid(
+              REFERENCE_FAILED, "its reference failed in every judging of the Coder's "
+              f"{len(tries)} samples" + (f": {reasons[0]}" if reasons else ""), apis)
+        reference_failed += 1
+        continue
+      num_correct = sum(bool(r["correct"]) for r in judged)
+      p = num_correct / len(judged)
       pass_rates.append(p)
-      reward = proposer_reward(self.frontier, True, num_correct, len(tries))
+      reward = proposer_reward(self.frontier, True, num_correct, len(judged))
       if self.pool.add(source, apis, step) is not None:
-        self.pool.record(key, num_correct, len(tries))
+        self.pool.record(key, num_correct, len(judged))
         accepted += 1
       for i in indices:
         results[i] = {"correct": True, "status": VALID, "speedup": None, "reward": reward,
@@ -161,17 +175,21 @@ class ProposerEnvironment:
     if self._step != step:
       self._step, self._pass_rates = step, []
       self._totals = dict.fromkeys(("proposals_statically_ok", "unique_modules_validated",
-                                    "valid_modules", "accepted_into_pool", "time_validate_s",
+                                    "valid_modules", "reference_failed_modules",
+                                    "accepted_into_pool", "time_validate_s",
                                     "time_probe_s"), 0)
     for key, value in (("proposals_statically_ok", statically_ok),
                        ("unique_modules_validated", len(keys)),
-                       ("valid_modules", len(valid_keys)), ("accepted_into_pool", accepted),
+                       ("valid_modules", len(valid_keys) - reference_failed),
+                       ("reference_failed_modules", reference_failed),
+                       ("accepted_into_pool", accepted),
                        ("time_validate_s", t1 - t0), ("time_probe_s", t2 - t1)):
       self._totals[key] += value
     self._pass_rates.extend(pass_rates)
     logging.info("proposer step %d: %d completions, %d distinct modules validated, %d valid, "
-                 "%d accepted; pool %d", step, len(completions), len(keys), len(valid_keys),
-                 accepted, len(self.pool))
+                 "%d whose reference failed under the Coder's judges, %d accepted; pool %d",
+                 step, len(completions), len(keys), len(valid_keys) - reference_failed,
+                 reference_failed, accepted, len(self.pool))
     return results  # type: ignore[return-value]
 
   def step_metrics(self, step: int) -> dict[str, Any]:

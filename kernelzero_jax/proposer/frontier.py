@@ -139,6 +139,10 @@ class ModulePool:
     entry.correct += num_correct
     return entry
 
+  def remove(self, key: str) -> PoolEntry:
+    """Takes a module out of the pool (one that no judge can grade: its reference fails)."""
+    return self.entries.pop(key)
+
   def _frontier_score(self, entry: PoolEntry) -> float:
     return frontier_reward(entry.pass_rate)
 
