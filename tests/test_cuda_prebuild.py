@@ -91,7 +91,10 @@ def _started(candidate: str, **worker_spec):
   """A worker waiting for its go and its prebuilder, as judge._start_worker starts them."""
   workdir = tempfile.mkdtemp(prefix="kz_prebuild_test_")
   spec = _spec(workdir, candidate)
-  worker = worker_handle.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0)
+  # (Neither kills every process this test process started, as a judge's would: the test
+  # process's own helpers, multiprocessing's resource tracker say, would die with them.)
+  worker = worker_handle.WorkerHandle(dict(spec, await_go=True, **worker_spec), 8.0,
+                                      kill_descendants=False)
   prebuilder = worker_handle.WorkerHandle(dict(spec, role=worker_lib.PREBUILD, device="meta"), 8.0,
                                       kill_descendants=False)
   try:

@@ -97,7 +97,8 @@ def _spec(workdir: str, candidate: str, capability: int | None = 90) -> dict:
 
 def _precompile(candidate: str, timeout_s: float = 240.0, capability: int | None = 90):
   workdir = tempfile.mkdtemp(prefix="kz_precompile_test_")
-  handle = worker_handle.WorkerHandle(_spec(workdir, candidate, capability), 8.0)
+  handle = worker_handle.WorkerHandle(_spec(workdir, candidate, capability), 8.0,
+                                      kill_descendants=False)  # (this process's helpers live)
   try:
     return handle.wait(timeout_s, "precompile"), workdir
   finally:
