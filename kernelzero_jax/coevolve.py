@@ -151,11 +151,16 @@ class PoolCoderEnvironment(CoderEnvironment):
     self.modules = pool
     self._step: int | None = None  # the step that _totals add up (over its sampling rounds)
     self._totals: dict[str, float] = {}
+    self._removed_total = 0  # modules whose reference failed in a whole group, over the run
 
   def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator) -> list[Prompt]:
     del step
     if not len(self.modules):
-      raise RuntimeError("the module pool is empty: no seed module and no valid proposal yet")
+      raise RuntimeError(
+          "the module pool is empty: no seed module and no valid proposal yet" + (
+              f"; {self._removed_total} module(s) left it because their reference failed in "
+              "every judging of a group (the warnings above say why)"
+              if self._removed_total else ""))
     picks = self.modules.select(rng, num_prompts)
     while len(picks) < num_prompts:  # a pool smaller than a batch: modules repeat
       picks += self.modules.select(rng, num_prompts - len(picks))
@@ -171,10 +176,12 @@ class PoolCoderEnvironment(CoderEnvironment):
     # A sample whose judging failed on the reference's side says nothing of the Coder (the
     # learner leaves its group out); a module whose reference failed in all of a group's
     # judgings leaves the pool, which would otherwise keep handing it out (the Proposer's
-    # environment does not let such a module in: REFERENCE_FAILED).
+    # environment does not let such a module in: REFERENCE_FAILED). Unless no reference
+    # worked in the whole batch: that says the sandbox failed, not the modules.
     by_prompt: dict[int, list[dict]] = defaultdict(list)
     for c, r in zip(completions, results):
       by_prompt[c.prompt_index].append(r)
+    any_reference_worked = any(not r.get("reference_error") for r in results)
     removed = 0
     for i, group in by_prompt.items():
       key = normalized_source_hash(prompts[i].payload)
@@ -183,11 +190,16 @@ class PoolCoderEnvironment(CoderEnvironment):
       judged = [bool(r["correct"]) for r in group if not r.get("reference_error")]
       if judged:
         self.modules.record(key, sum(judged), len(judged))
-      else:
+      elif any_reference_worked:
         self.modules.remove(key)
         removed += 1
         logging.warning("pool module %s removed: its reference failed in all %d judgings (%s)",
                         key[:12], len(group), "; ".join(group[0].get("reasons") or [])[:300])
+    if results and not any_reference_worked:
+      logging.warning("every judging's reference failed in this batch of %d (%s): the sandbox "
+                      "is failing, no module leaves the pool for it", len(results),
+                      "; ".join(results[0].get("reasons") or [])[:300])
+    self._removed_total += removed
     # A step may score several rounds (the learner's dynamic sampling): its metrics add up.
     if self._step != step:
       self._step = step

@@ -47,6 +47,7 @@ RELU_SUM_COMMENTED = "# the same module as RELU_SUM, with a comment\n" + RELU_SU
 # relu of a non-positive tensor is all zeros: a constant output that any kernel would match.
 RELU_SUM_CONSTANT = TEMPLATE.format(body="torch.sum(torch.relu(-torch.abs(x)), dim=1)")
 SUM_ONLY = TEMPLATE.format(body="torch.sum(x, dim=1)")
+RELU_SUM_LAST_DIM = TEMPLATE.format(body="torch.sum(torch.relu(x), dim=-1)")
 SEED = TEMPLATE.format(body="torch.sum(torch.relu(x + 1.0), dim=1)")
 
 APIS = ("relu", "sum")
@@ -172,6 +173,8 @@ def test_judgings_whose_reference_failed_leave_the_pass_rate_or_invalidate_the_m
   assert results[1]["reasons"] == [
       "its reference failed in every judging of the Coder's 8 samples: reference forward "
       "failed: OutOfMemoryError: CUDA out of memory"]
+  # (RELU_SUM's references worked: the module, not the sandbox, failed; the learner keeps it.)
+  assert [r["reference_error"] for r in results] == [False, False]
   assert list(pool.entries) == [normalized_source_hash(RELU_SUM)]
   entry = pool.entries[normalized_source_hash(RELU_SUM)]
   assert (entry.attempts, entry.correct) == (6, 3)
@@ -179,6 +182,18 @@ def test_judgings_whose_reference_failed_leave_the_pass_rate_or_invalidate_the_m
   assert (metrics["valid_modules"], metrics["reference_failed_modules"],
           metrics["accepted_into_pool"]) == (1, 1, 1)
   assert metrics["valid_pass_rate_mean"] == 0.5
+
+  # No reference worked in the whole probe: the sandbox failed; both are reference_failed and
+  # carry reference_error, so the learner leaves their groups out of the loss.
+  probe.reference_failed = {RELU_SUM_SCALED: 8, RELU_SUM_LAST_DIM: 8}
+  probe.correct[RELU_SUM_LAST_DIM] = 0
+  results = env.score(2, [prompt], [Completion(0, _fenced(source), (), "stop")
+                                    for source in (RELU_SUM_SCALED, RELU_SUM_LAST_DIM)])
+  assert [(r["status"], r["reference_error"], r["reward"]) for r in results] == [
+      (REFERENCE_FAILED, True, -0.5)] * 2
+  assert len(pool) == 1
+  _, info = rewards.compute_group_rewards("environment", results)
+  assert info["count_by_status"] == {REFERENCE_FAILED: 2}
 
 
 def test_the_pool_coder_records_graded_judgings_and_drops_modules_no_judge_can_grade(
@@ -200,17 +215,32 @@ def test_the_pool_coder_records_graded_judgings_and_drops_modules_no_judge_can_g
         for r in scripted[p.payload]])
     env.score(3, prompts, completions)
     env.score(3, prompts[:2], completions[:8])  # a second round of the same step
+    assert SEED not in pool
+    for source, (attempts, correct) in ((RELU_SUM, (6, 4)), (RELU_SUM_SCALED, (8, 8))):
+      entry = pool.entries[normalized_source_hash(source)]
+      assert (entry.attempts, entry.correct) == (attempts, correct)
+    metrics = env.step_metrics(3)
+    assert (metrics["reference_failed_modules_removed"], metrics["pool_size"]) == (1, 2)
+    # The speedups of both rounds: 2 + 4 correct in each.
+    assert metrics["num_speedups"] == 12
+    assert metrics["log_speedup_sum"] == pytest.approx(12 * np.log(2.0))
+    # A batch in which no reference worked: the sandbox failed, and no module leaves the pool.
+    with monkeypatch.context() as m:
+      m.setattr(CoderEnvironment, "score", lambda self, step, prompts, completions: [
+          dict(_try(False, True), speedup=None) for _ in completions])
+      env.score(4, prompts[:2], completions[:8])
+    assert len(pool) == 2 and env.step_metrics(4)["reference_failed_modules_removed"] == 0
+    # The pool emptied by such removals says so when it is asked for prompts.
+    scripted[RELU_SUM] = scripted[RELU_SUM_SCALED] = scripted[SEED]
+    scripted[SUM_ONLY] = [_try(True)] * 4  # not in the pool: its reference worked
+    last = [prompts[0], prompts[1], Prompt("other", (1,), SUM_ONLY)]
+    env.score(5, last, completions)
+    assert len(pool) == 0 and env.step_metrics(5)["reference_failed_modules_removed"] == 2
+    with pytest.raises(RuntimeError, match=r"empty.*3 module\(s\) left it because their "
+                                           "reference failed"):
+      env.make_prompts(6, 2, np.random.default_rng(0))
   finally:
     env.sandbox.close()
-  assert SEED not in pool
-  for source, (attempts, correct) in ((RELU_SUM, (6, 4)), (RELU_SUM_SCALED, (8, 8))):
-    entry = pool.entries[normalized_source_hash(source)]
-    assert (entry.attempts, entry.correct) == (attempts, correct)
-  metrics = env.step_metrics(3)
-  assert (metrics["reference_failed_modules_removed"], metrics["pool_size"]) == (1, 2)
-  # The speedups of both rounds: 2 + 4 correct in each.
-  assert metrics["num_speedups"] == 12
-  assert metrics["log_speedup_sum"] == pytest.approx(12 * np.log(2.0))
 
 
 def test_the_environment_schedule_needs_the_reward():

@@ -15,7 +15,9 @@ turns each completion into a reward, in stages that each reject with a named rea
      A sample whose judging failed on the reference's side (its result's `reference_error`: the
      reference did not load or run in that judge, a candidate's memory say) says nothing about
      the Coder and is left out of p; where every sample's did, the module is
-     `reference_failed`: invalid, though validation ran it, since no judge can grade it.
+     `reference_failed`: invalid, though validation ran it, since no judge can grade it. Where
+     no reference worked in the whole step's probe, the sandbox failed, not the modules: those
+     results also carry `reference_error`, so the learner leaves their groups out of the loss.
 
 Identical proposals within one step are validated and probed once and share the verdict. Every
 valid module enters the pool with its k attempts recorded. A result carries "reward" (the
@@ -105,10 +107,12 @@ class ProposerEnvironment:
   def decode(self, token_ids: Sequence[int]) -> str:
     return self.tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
-  def _invalid(self, status: str, reason: str | None, apis: Sequence[str]) -> dict:
+  def _invalid(self, status: str, reason: str | None, apis: Sequence[str],
+               reference_error: bool = False) -> dict:
     return {"correct": False, "status": status, "speedup": None,
             "reward": proposer_reward(self.frontier, False), "pass_rate": None,
-            "apis": list(apis), "reasons": [reason] if reason else []}
+            "apis": list(apis), "reasons": [reason] if reason else [],
+            "reference_error": reference_error}
 
   def score(self, step: int, prompts: Sequence[Prompt], completions: Sequence[Completion]
             ) -> list[dict]:
@@ -149,6 +153,12 @@ class ProposerEnvironment:
         if valid_keys else []
     t2 = time.perf_counter()
     accepted, reference_failed, pass_rates = 0, 0, []
+    sandbox_failed = bool(attempts) and all(r.get("reference_error") for tries in attempts
+                                            for r in tries)
+    if sandbox_failed:
+      logging.warning("proposer step %d: every judging's reference failed in the Coder's "
+                      "probe of %d modules: the sandbox is failing; their groups are left out "
+                      "of the loss", step, len(attempts))
     for key, tries in zip(valid_keys, attempts):
       source, apis, indices = unique[key]
       judged = [r for r in tries if not r.get("reference_error")]
@@ -157,7 +167,8 @@ class ProposerEnvironment:
         for i in indices:
           results[i] = self._invalid(
               REFERENCE_FAILED, "its reference failed in every judging of the Coder's "
-              f"{len(tries)} samples" + (f": {reasons[0]}" if reasons else ""), apis)
+              f"{len(tries)} samples" + (f": {reasons[0]}" if reasons else ""), apis,
+              reference_error=sandbox_failed)
         reference_failed += 1
         continue
       num_correct = sum(bool(r["correct"]) for r in judged)
@@ -169,7 +180,8 @@ class ProposerEnvironment:
         accepted += 1
       for i in indices:
         results[i] = {"correct": True, "status": VALID, "speedup": None, "reward": reward,
-                      "pass_rate": p, "apis": list(apis), "reasons": []}
+                      "pass_rate": p, "apis": list(apis), "reasons": [],
+                      "reference_error": False}
     # A step may score several rounds (the learner's dynamic sampling): its metrics add up
     # over them.
     if self._step != step:
