@@ -38,7 +38,7 @@ from kernelzero_jax import atomic_file
 from kernelzero_jax import configs
 from kernelzero_jax.coder.environment import (DEFAULT_MODULES, CoderEnvironment, load_modules,
                                               sandbox_for_reward)
-from kernelzero_jax.metrics import MetricsWriter, read_jsonl
+from kernelzero_jax.metrics import MetricsWriter, StepTotals, read_jsonl
 from kernelzero_jax.model.sharding import ShardingConfig
 from kernelzero_jax.policy import PolicyConfig, load_policy
 from kernelzero_jax.proposer import catalog
@@ -149,8 +149,7 @@ class PoolCoderEnvironment(CoderEnvironment):
     # pylint: disable-next=super-init-not-called
     self._init_judging(tokenizer, backend, sandbox_config, max_parallel, prompt_style, progress)
     self.modules = pool
-    self._step: int | None = None  # the step that _totals add up (over its sampling rounds)
-    self._totals: dict[str, float] = {}
+    self._totals = StepTotals()
     self._removed_total = 0  # modules whose reference failed in a whole group, over the run
 
   def make_prompts(self, step: int, num_prompts: int, rng: np.random.Generator) -> list[Prompt]:
@@ -200,20 +199,15 @@ class PoolCoderEnvironment(CoderEnvironment):
                       "is failing, no module leaves the pool for it", len(results),
                       "; ".join(results[0].get("reasons") or [])[:300])
     self._removed_total += removed
-    # A step may score several rounds (the learner's dynamic sampling): its metrics add up.
-    if self._step != step:
-      self._step = step
-      self._totals = dict.fromkeys(("num_speedups", "log_speedup_sum",
-                                    "reference_failed_modules_removed"), 0)
-    self._totals["num_speedups"] += len(speedups)
-    self._totals["log_speedup_sum"] += float(np.sum(np.log(speedups))) if speedups else 0.0
-    self._totals["reference_failed_modules_removed"] += removed
+    self._totals.add(step, num_speedups=len(speedups),
+                     log_speedup_sum=float(np.sum(np.log(speedups))) if speedups else 0.0,
+                     reference_failed_modules_removed=removed)
     return results
 
   def step_metrics(self, step: int) -> dict[str, Any]:
     del step
     return {"pool_size": len(self.modules), "frontier_modules": self.modules.frontier_size(),
-            **self._totals}
+            **self._totals.values}
 
 
 class PolicyProbe:

@@ -60,6 +60,22 @@ def _summary_writer(logdir: str):
   return SummaryWriter(logdir)
 
 
+class StepTotals:
+  """An environment's metrics of one step, added up over the step's scoring rounds (the
+  learner's dynamic sampling scores a step several times); a new step starts them afresh."""
+
+  def __init__(self):
+    self.step: int | None = None  # the step `values` add up, None before any
+    self.values: dict[str, Any] = {}
+
+  def add(self, step: int, **values: Any) -> None:
+    """Adds `values` (numbers, or lists to extend) to `step`'s."""
+    if step != self.step:
+      self.step, self.values = step, {}
+    for key, value in values.items():
+      self.values[key] = self.values[key] + value if key in self.values else value
+
+
 class MetricsWriter:
 
   def __init__(self, workdir: str, resume_step: Optional[int] = None, tensorboard: bool = True):

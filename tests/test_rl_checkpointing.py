@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from kernelzero_jax.metrics import MetricsWriter, read_metrics
+from kernelzero_jax.metrics import MetricsWriter, StepTotals, read_metrics
 from kernelzero_jax.model.config import PRESETS
 from kernelzero_jax.model.qwen2 import Qwen2
 from kernelzero_jax.rl import train_step as ts
@@ -54,6 +54,16 @@ def test_round_trip_and_keep_last_n(tmp_path):
     assert learner == {"step": 3, "frontier": ["a", {"b": 1.5}]}
     state2, _ = ckpt.restore(2, abstract)
     _assert_tree_equal(state2, states[2])
+
+
+def test_step_totals_add_up_a_steps_rounds_and_start_afresh_on_the_next():
+  totals = StepTotals()
+  assert (totals.step, totals.values) == (None, {})
+  totals.add(3, n=2, seconds=0.5, rates=[0.25])
+  totals.add(3, n=1, seconds=1.0, rates=[])
+  assert (totals.step, totals.values) == (3, {"n": 3, "seconds": 1.5, "rates": [0.25]})
+  totals.add(4, n=5, rates=[1.0])
+  assert (totals.step, totals.values) == (4, {"n": 5, "rates": [1.0]})
 
 
 def test_metrics_writer_drops_steps_after_resume(tmp_path):

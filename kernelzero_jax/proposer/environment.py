@@ -36,6 +36,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from kernelzero_jax.coder import prompts as coder_prompts
+from kernelzero_jax.metrics import StepTotals
 from kernelzero_jax.proposer import prompts as prompts_lib
 from kernelzero_jax.proposer.api_sets import ApiSetSampler
 from kernelzero_jax.proposer.frontier import FrontierConfig, ModulePool, normalized_source_hash
@@ -84,9 +85,7 @@ class ProposerEnvironment:
     self.probe = probe
     self.settings = settings
     self.progress = progress
-    self._step: int | None = None  # the step that _totals and _pass_rates add up
-    self._totals: dict[str, float] = {}
-    self._pass_rates: list[float] = []
+    self._totals = StepTotals()
 
   @property
   def frontier(self) -> FrontierConfig:
@@ -182,22 +181,11 @@ class ProposerEnvironment:
         results[i] = {"correct": True, "status": VALID, "speedup": None, "reward": reward,
                       "pass_rate": p, "apis": list(apis), "reasons": [],
                       "reference_error": False}
-    # A step may score several rounds (the learner's dynamic sampling): its metrics add up
-    # over them.
-    if self._step != step:
-      self._step, self._pass_rates = step, []
-      self._totals = dict.fromkeys(("proposals_statically_ok", "unique_modules_validated",
-                                    "valid_modules", "reference_failed_modules",
-                                    "accepted_into_pool", "time_validate_s",
-                                    "time_probe_s"), 0)
-    for key, value in (("proposals_statically_ok", statically_ok),
-                       ("unique_modules_validated", len(keys)),
-                       ("valid_modules", len(valid_keys) - reference_failed),
-                       ("reference_failed_modules", reference_failed),
-                       ("accepted_into_pool", accepted),
-                       ("time_validate_s", t1 - t0), ("time_probe_s", t2 - t1)):
-      self._totals[key] += value
-    self._pass_rates.extend(pass_rates)
+    self._totals.add(step, proposals_statically_ok=statically_ok,
+                     unique_modules_validated=len(keys),
+                     valid_modules=len(valid_keys) - reference_failed,
+                     reference_failed_modules=reference_failed, accepted_into_pool=accepted,
+                     time_validate_s=t1 - t0, time_probe_s=t2 - t1, pass_rates=pass_rates)
     logging.info("proposer step %d: %d completions, %d distinct modules validated, %d valid, "
                  "%d whose reference failed under the Coder's judges, %d accepted; pool %d",
                  step, len(completions), len(keys), len(valid_keys) - reference_failed,
@@ -206,9 +194,10 @@ class ProposerEnvironment:
 
   def step_metrics(self, step: int) -> dict[str, Any]:
     del step
-    if self._step is None:  # nothing scored yet
+    if self._totals.step is None:  # nothing scored yet
       return {}
-    return {**self._totals, "pool_size": len(self.pool),
+    totals = dict(self._totals.values)
+    pass_rates = totals.pop("pass_rates")
+    return {**totals, "pool_size": len(self.pool),
             "frontier_modules": self.pool.frontier_size(),
-            "valid_pass_rate_mean": (float(np.mean(self._pass_rates)) if self._pass_rates
-                                     else None)}
+            "valid_pass_rate_mean": float(np.mean(pass_rates)) if pass_rates else None}
