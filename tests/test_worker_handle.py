@@ -4,10 +4,13 @@ CPU."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
 from kernelzero_jax.sandbox import channel
+from kernelzero_jax.sandbox import worker
 from kernelzero_jax.sandbox import worker_handle
 
 
@@ -27,6 +30,14 @@ def _answer_with_a_list(conn, spec, inherited_fds):
 
 def _exit_silently(conn, spec, inherited_fds):
   del conn, spec, inherited_fds
+
+
+def _set_up_then_wait(conn, spec, inherited_fds):
+  for fd in inherited_fds:
+    os.close(fd)
+  worker._setup_process(spec)  # pylint: disable=protected-access  # (its parent-death signal)
+  channel.send(conn, {"ok": True}, by_value=True)
+  time.sleep(120)
 
 
 class _PollLate:
@@ -198,3 +209,29 @@ def test_a_reply_that_is_not_a_message_ends_the_stage_not_the_judge(tmp_path):
     handle.wait(10, "run")
   assert failure.value.status == "runtime_error"
   handle.proc.join(30)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_started_from_a_thread_that_ends_lives_on(tmp_path, monkeypatch, method):
+  # A worker dies with its parent, which to Linux is the thread that started it: a judge starts
+  # a worker from threads that end soon after (a kept worker's look, a prebuild's hand-over).
+  # Here the thread waits until the worker has set up its parent-death signal, and then ends.
+  monkeypatch.setattr(worker_handle, "WORKER_START", method)
+  started = {}
+
+  def start():
+    spec = {"workdir": str(tmp_path), "device": "cpu", "memory_limit_gb": 1024.0}
+    started["handle"] = worker_handle.WorkerHandle(spec, 1024.0, target=_set_up_then_wait,
+                                                   kill_descendants=False)
+    started["reply"] = started["handle"].wait(60, "start")
+
+  thread = threading.Thread(target=start)
+  thread.start()
+  thread.join()
+  handle = started["handle"]
+  try:
+    assert started["reply"] == {"ok": True}
+    handle.proc.join(0.5)
+    assert handle.proc.is_alive(), f"the worker died: exit code {handle.proc.exitcode}"
+  finally:
+    handle.kill()

@@ -98,11 +98,12 @@ def test_a_kept_worker_is_stopped_between_jobs_and_only_serves_its_own_kind():
       "second = judge.run_job(other)\n"
       "print(json.dumps([first.status, status, psutil.pid_exists(kept) and \n"
       "                  psutil.Process(kept).status() != psutil.STATUS_ZOMBIE,\n"
-      "                  second.status, second.evidence['worker_reuse']]))\n"
+      "                  second.status, second.evidence['worker_reuse'],\n"
+      "                  first.reasons + second.reasons]))\n"
       "worker_handle.end_kept_worker()\n")
   import json  # pylint: disable=import-outside-toplevel
-  first, status, alive, second, reuse = json.loads(out.strip().splitlines()[-1])
-  assert (first, second) == ("correct", "correct")
+  first, status, alive, second, reuse, reasons = json.loads(out.strip().splitlines()[-1])
+  assert (first, second) == ("correct", "correct"), reasons
   assert status == "stopped"
   assert not alive  # made for another memory limit: killed, not given the job
   assert reuse["kept"] is False and "another device, backend or build" in reuse["drift"][0]

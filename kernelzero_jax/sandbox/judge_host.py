@@ -70,10 +70,12 @@ def _redirect(request: dict, secret_fd: int) -> None:
 
 
 def _threads_ended(deadline_s: float) -> bool:
-  """Whether every thread but the main one and the parent watch ended within `deadline_s`."""
+  """Whether every thread but the main one, the parent watch and the worker starter (idle
+  between jobs: each start's caller waits for it) ended within `deadline_s`."""
   deadline = time.monotonic() + deadline_s
   for thread in threading.enumerate():
-    if thread is threading.main_thread() or thread.name == judge.EXIT_WITH_PARENT:
+    if (thread is threading.main_thread() or thread.name == judge.EXIT_WITH_PARENT
+        or thread.name.startswith(worker_handle.STARTER_THREAD)):
       continue
     thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():

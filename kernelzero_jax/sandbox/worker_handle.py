@@ -11,12 +11,14 @@ several jobs (judge_host.py) may keep a correct candidate's worker, stopped, for
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import math
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from typing import Any, Callable
 
@@ -55,6 +57,40 @@ STOP_WAIT_S = 1.0
 # The parts of a check a worker accounts for (worker_run.RunSteps.run's "steps_s"), which its
 # judge adds up by command (evidence["messages"]: where a check's exchange goes).
 RUN_STEPS = ("inputs", "forward", "checks")
+
+
+# A worker dies with its parent (worker._setup_process: PR_SET_PDEATHSIG), and to Linux its
+# parent is the *thread* that started it: a worker started from a judge's short-lived thread (a
+# kept worker's look, a prebuild's hand-over) was killed as that thread ended, whenever the
+# worker had set its signal by then (2 of 25 such starts on a busy 2-core machine: "worker died
+# (killed by signal SIGKILL)"). Workers started off the main thread are started by this one
+# thread instead, which lives as long as the process (a forked child has none of its parent's
+# threads, so it makes its own).
+STARTER_THREAD = "kz-worker-starter"  # (its name's start: judge_host lets it run between jobs)
+_STARTER: concurrent.futures.ThreadPoolExecutor | None = None
+_STARTER_LOCK = threading.Lock()
+
+
+def _forget_starter() -> None:
+  global _STARTER, _STARTER_LOCK
+  _STARTER, _STARTER_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_starter)
+
+
+def _start_from_a_lasting_thread(start: Callable[[], None]) -> None:
+  """Runs `start` (a process's start) here on the main thread, else on _STARTER's thread."""
+  global _STARTER
+  if threading.current_thread() is threading.main_thread():
+    start()
+    return
+  with _STARTER_LOCK:
+    if _STARTER is None:
+      _STARTER = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                       thread_name_prefix=STARTER_THREAD)
+    starter = _STARTER
+  starter.submit(start).result()
 
 
 class StageFailure(Exception):
@@ -101,7 +137,7 @@ class WorkerHandle:
     inherited = [self.conn.fileno(), *HOST_FDS] if method == "fork" else []
     self.proc = ctx.Process(target=target, args=(child, spec, inherited), daemon=False)
     try:
-      self.proc.start()
+      _start_from_a_lasting_thread(self.proc.start)
     except BaseException:
       self.conn.close()
       raise
