@@ -4,7 +4,9 @@ CPU."""
 from __future__ import annotations
 
 import os
-import threading
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +14,8 @@ import pytest
 from kernelzero_jax.sandbox import channel
 from kernelzero_jax.sandbox import worker
 from kernelzero_jax.sandbox import worker_handle
+
+REPO = pathlib.Path(__file__).parent.parent
 
 
 def _answer_and_exit(conn, spec, inherited_fds):
@@ -211,27 +215,36 @@ def test_a_reply_that_is_not_a_message_ends_the_stage_not_the_judge(tmp_path):
   handle.proc.join(30)
 
 
+_THREAD_START = """
+import sys, threading
+from kernelzero_jax.sandbox import worker_handle
+from tests import test_worker_handle as t
+worker_handle.WORKER_START = sys.argv[1]
+started = {}
+
+def start():
+  spec = {"workdir": sys.argv[2], "device": "cpu", "memory_limit_gb": 1024.0}
+  started["handle"] = worker_handle.WorkerHandle(spec, 1024.0, target=t._set_up_then_wait,
+                                                 kill_descendants=False)
+  started["reply"] = started["handle"].wait(60, "start")
+
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+handle = started["handle"]
+handle.proc.join(0.5)
+print(started["reply"], handle.proc.is_alive(), handle.proc.exitcode)
+handle.kill()
+"""
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_worker_started_from_a_thread_that_ends_lives_on(tmp_path, monkeypatch, method):
+def test_a_worker_started_from_a_thread_that_ends_lives_on(tmp_path, method):
   # A worker dies with its parent, which to Linux is the thread that started it: a judge starts
   # a worker from threads that end soon after (a kept worker's look, a prebuild's hand-over).
   # Here the thread waits until the worker has set up its parent-death signal, and then ends.
-  monkeypatch.setattr(worker_handle, "WORKER_START", method)
-  started = {}
-
-  def start():
-    spec = {"workdir": str(tmp_path), "device": "cpu", "memory_limit_gb": 1024.0}
-    started["handle"] = worker_handle.WorkerHandle(spec, 1024.0, target=_set_up_then_wait,
-                                                   kill_descendants=False)
-    started["reply"] = started["handle"].wait(60, "start")
-
-  thread = threading.Thread(target=start)
-  thread.start()
-  thread.join()
-  handle = started["handle"]
-  try:
-    assert started["reply"] == {"ok": True}
-    handle.proc.join(0.5)
-    assert handle.proc.is_alive(), f"the worker died: exit code {handle.proc.exitcode}"
-  finally:
-    handle.kill()
+  # (In a fresh interpreter: a fork of this one, which has JAX's threads, is warned against.)
+  out = subprocess.run([sys.executable, "-c", _THREAD_START, method, str(tmp_path)],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+                       env=dict(os.environ, PYTHONPATH=str(REPO))).stdout
+  assert out.strip().splitlines()[-1] == "{'ok': True} True None", out
