@@ -36,6 +36,12 @@ they also run on a machine without CUDA, with a CPU precompiled header there):
   main_lite_pch  the same main.cpp with the precompiled binding header (what lite_pch
              compiles);
   main_capi  main.cpp as lite_capi writes it (what lite_capi compiles where it can).
+And two modes compile only the .cu of a lite build (nvcc to an object for --cuda_arch: no GPU
+needed):
+  cu_lite       the .cu as lite_build writes it (the standard text headers only where it names
+                what they declare: KZ_LITE_STD_TEXT);
+  cu_lite_text  the same .cu with KZ_LITE_STD_TEXT always defined (every lite .cu before
+                2026-12-06).
 With --fault (benchmarks/faulty_candidates.py, e.g. `undeclared`), every candidate is built with
 that fault injected: what a candidate that fails to compile costs each mode (each row's `steps`
 say how long each load_inline call of the sandbox's fallback chain took: fast_build.BUILD_STEPS;
@@ -76,6 +82,7 @@ _FAST_MODES = {"light": (False, False, False, False, False, False, False),
                "lite_capi": (True, True, True, True, True, True, False),
                "lite_skip": (True, True, True, True, True, True, True)}
 _MAIN_MODES = ("main_pch", "main_plain", "main_lite", "main_lite_pch", "main_capi")
+_CU_MODES = ("cu_lite", "cu_lite_text")
 
 
 def _define_flags() -> None:
@@ -92,6 +99,7 @@ def _define_flags() -> None:
   flags.DEFINE_string("fault", "", "Build every candidate with this fault of "
                       "benchmarks/faulty_candidates.py injected (empty: as it is).")
   flags.DEFINE_string("out", None, "Write the results here (JSON).")
+  flags.DEFINE_string("cuda_arch", "9.0", "The compute capability the cu_* modes build for.")
 
 
 def captured_calls(path: str) -> list[dict]:
@@ -206,6 +214,36 @@ def compile_main_cpp(source: str, header: str, lite: bool,
   return proc.returncode == 0, (proc.stderr[-300:] if proc.returncode else None)
 
 
+def compile_lite_cu(call: dict, text: bool, arch: str) -> tuple[bool, str | None]:
+  """Compiles the .cu that a lite build writes for `call` (`text`: with KZ_LITE_STD_TEXT defined
+  whatever it names) to an object, with load_inline's CUDA flags, for compute capability `arch`
+  alone."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
+  sources = call.get("cuda_sources") or []
+  lite = lite_build.lite_cuda_sources([sources] if isinstance(sources, str) else list(sources))
+  if lite is None:
+    return False, "a lite build would not write a .cu for this call"
+  source = lite_build.IMPLICIT_CUDA_INCLUDES + lite[0]
+  if text and "#define KZ_LITE_STD_TEXT\n" not in source:
+    source = "#define KZ_LITE_STD_TEXT\n" + source
+  out_dir = tempfile.mkdtemp(prefix="kz_cu_")
+  path = os.path.join(out_dir, "cuda.cu")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(source)
+  number = arch.replace(".", "")
+  nvcc = os.path.join(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+  proc = subprocess.run(
+      [nvcc, "-c", path, "-o", path + ".o", f"-I{lite_build.LITE_DIR}",
+       "-isystem", cpp_extension.include_paths()[0], f"-DTORCH_EXTENSION_NAME={call['name']}",
+       "-DTORCH_API_INCLUDE_EXTENSION_H", *cpp_extension.COMMON_NVCC_FLAGS,
+       f"-gencode=arch=compute_{number},code=sm_{number}", "--compiler-options", "-fPIC",
+       "-std=c++17", *(call.get("extra_cuda_cflags") or [])],
+      capture_output=True, text=True, check=False)
+  return proc.returncode == 0, (proc.stderr[-300:] if proc.returncode else None)
+
+
 def main(argv):
   del argv
   from torch.utils.cpp_extension import load_inline  # pylint: disable=import-outside-toplevel
@@ -220,10 +258,10 @@ def main(argv):
   if flags.FLAGS.fault:
     files = faulted_files(files, flags.FLAGS.fault, tempfile.mkdtemp(prefix="kz_faulted_"))
   header = None
-  unknown = set(flags.FLAGS.modes) - {"plain", *_FAST_MODES, *_MAIN_MODES}
+  unknown = set(flags.FLAGS.modes) - {"plain", *_FAST_MODES, *_MAIN_MODES, *_CU_MODES}
   if unknown:
     raise app.UsageError(f"unknown modes {sorted(unknown)}; known: plain, "
-                         f"{', '.join([*_FAST_MODES, *_MAIN_MODES])}")
+                         f"{', '.join([*_FAST_MODES, *_MAIN_MODES, *_CU_MODES])}")
   # The main.cpp modes compile with the PCH's flags (and main_pch with the PCH itself).
   if any(mode in _MAIN_MODES or _FAST_MODES.get(mode, (False,))[0] for mode in flags.FLAGS.modes):
     import torch  # pylint: disable=import-outside-toplevel
@@ -244,7 +282,10 @@ def main(argv):
     for i, call in enumerate(captured_calls(path)):
       for mode in flags.FLAGS.modes:
         log, steps = [], []
-        if mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
+        if mode in _CU_MODES:  # the lite .cu alone
+          attempt = lambda: compile_lite_cu(  # pylint: disable=cell-var-from-loop
+              call, text=mode == "cu_lite_text", arch=flags.FLAGS.cuda_arch)
+        elif mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
           lite = mode not in ("main_pch", "main_plain")
           bind, pch = mode == "main_lite_pch", mode != "main_plain"
           source = written_main_cpp(call, lite=lite, capi=mode == "main_capi")

@@ -50,6 +50,27 @@ def test_sources_the_lite_header_cannot_serve_are_not_rewritten(source):
     assert lite_build.lite_cuda_sources([KERNEL, source]) is None
 
 
+@pytest.mark.parametrize("code,text", [
+    ('std::string s = "x";', True),
+    ('throw std::runtime_error("no");', True),
+    ("std::cout << n;", True),
+    ("auto s = std::to_string(n);", True),
+    ("using namespace std;", True),
+    ("std::ostringstream out;", True),
+    ("int n = std::min(a, b); std::vector<int64_t> v; printf(\"%d\", n);", False),
+    ("int hexes = strings_of_it;", False),
+])
+def test_a_cu_that_names_the_standard_text_headers_gets_them(code, text):
+  lite = lite_build.lite_cuda_source(KERNEL + code + "\n")
+  include = '#include "kz_torch_lite.h"'
+  assert lite.startswith("#define KZ_LITE_STD_TEXT\n" + include if text else include)
+  half = lite_build.lite_cuda_source(KERNEL + code + "\n__half h;\n")
+  assert half.startswith("#define KZ_LITE_HALF\n" + ("#define KZ_LITE_STD_TEXT\n" if text else "")
+                         + include)
+  # main.cpp's headers always have them (kz_torch_lite_bind.h, kz_torch_lite_capi.h).
+  assert "KZ_LITE_STD_TEXT" not in lite_build.lite_cpp_sources([KERNEL + code])[0]
+
+
 def test_several_cuda_sources_become_the_one_lite_cu_load_inline_writes():
   """A source without torch includes rides on the other's lite header; one that names half
   turns on KZ_LITE_HALF for the whole file."""
@@ -169,9 +190,29 @@ std::vector<torch::Tensor> KZ(pieces)(std::vector<torch::Tensor> xs, const torch
 void KZ(nothing)(torch::Tensor x) { TORCH_CHECK(x.dim() < 3, "3-D or more: ", x.dim()); }
 
 bool KZ(is_float)(const torch::Tensor& x) { return x.scalar_type() == torch::kFloat32; }
+
+enum Plain { kPlainThree = 3 };
+
+void KZ(message)(torch::Tensor x, int64_t which) {
+  TORCH_CHECK(which != 0, "i ", (int64_t)-3, " u ", (uint32_t)7, " s ", (short)-2, " d ", 0.1,
+              " f ", 2.5f, " big ", 1e20, " small ", 1.5e-7, " z ", -0.0, " b ", true, " c ", 'x',
+              " i8 ", (int8_t)65, " u8 ", (uint8_t)66, " e ", kPlainThree);
+  TORCH_CHECK(which != 1, x.scalar_type(), " ", x.numel(), " at ", (const void*)x.data_ptr(),
+              " null ", (const void*)nullptr, " ", (const char*)"chars");
+  TORCH_CHECK(which != 2, "long ", 0.1, " ", 1234567.0, " ", 12345678.0, " ", 1.0 / 3.0,
+              " ", -7.25f, " ", (long long)9000000000LL, " ", (unsigned long long)-1);
+}
+"""
+# As above, for a source that names the standard text headers' names (KZ_LITE_STD_TEXT).
+TEXT_BODY = r"""
+void KZ(text_message)(torch::Tensor x) {
+  std::string s = "text";
+  TORCH_CHECK(x.dim() > 8, s, " ", std::string("more"), " ", std::string_view("view"), " ",
+              x.dim(), " ", x.scalar_type());
+}
 """
 NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "size_at", "check", "mixed",
-         "pieces", "nothing", "is_float")
+         "pieces", "nothing", "is_float", "message")
 
 
 @pytest.fixture(scope="module")
@@ -179,20 +220,29 @@ def both(tmp_path_factory):
   """The extension: bindings (torch's headers), the body twice, the lite runtime."""
   from torch.utils.cpp_extension import load  # pylint: disable=import-outside-toplevel
   src = tmp_path_factory.mktemp("lite_src")
-  # As lite_build writes a source that names a 16-bit float type.
-  (src / "lite.cpp").write_text('#define KZ_LITE_HALF\n#include "kz_torch_lite.h"\n'
-                                "#define KZ(name) lite_##name\n" + BODY)
-  (src / "real.cpp").write_text("#include <torch/types.h>\n#define KZ(name) real_##name\n" + BODY)
-  declarations = re.findall(r"^(\S[^\n]*KZ\(\w+\)\([^)]*\))", BODY, re.MULTILINE)
+  # As lite_build writes them: BODY names a 16-bit float type, TEXT_BODY std::string.
+  lite = lite_build.lite_cuda_source("#include <torch/types.h>\n#define KZ(name) lite_##name\n"
+                                     + BODY)
+  assert lite.startswith('#define KZ_LITE_HALF\n#include "kz_torch_lite.h"\n')
+  (src / "lite.cpp").write_text(lite)
+  lite_text = lite_build.lite_cuda_source(
+      "#include <torch/types.h>\n#define KZ(name) lite_##name\n" + TEXT_BODY)
+  assert lite_text.startswith('#define KZ_LITE_STD_TEXT\n#include "kz_torch_lite.h"\n')
+  (src / "lite_text.cpp").write_text(lite_text)
+  (src / "real.cpp").write_text("#include <torch/types.h>\n#define KZ(name) real_##name\n"
+                                + BODY + TEXT_BODY)
+  declarations = re.findall(r"^(\S[^\n]*KZ\(\w+\)\([^)]*\))", BODY + TEXT_BODY, re.MULTILINE)
   main = ["#include <torch/extension.h>"]
   for prefix in ("lite", "real"):
     main += [d.replace("KZ(", f"{prefix}_").replace(")(", "(", 1) + ";" for d in declarations]
   main.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
-  main += [f'  m.def("{p}_{n}", &{p}_{n});' for p in ("lite", "real") for n in NAMES]
+  main += [f'  m.def("{p}_{n}", &{p}_{n});' for p in ("lite", "real")
+           for n in (*NAMES, "text_message")]
   main.append("}")
   (src / "main.cpp").write_text("\n".join(main) + "\n")
   return load("kz_lite_parity", [str(src / "main.cpp"), str(src / "lite.cpp"),
-                                 str(src / "real.cpp"), lite_build.RUNTIME_SOURCE],
+                                 str(src / "lite_text.cpp"), str(src / "real.cpp"),
+                                 lite_build.RUNTIME_SOURCE],
               extra_include_paths=[lite_build.LITE_DIR],
               build_directory=str(tmp_path_factory.mktemp("lite_build")))
 
@@ -375,6 +425,24 @@ def test_tensors_cross_the_lite_code_without_leaks_or_copies(both):
   assert sys.getrefcount(x) == before
   reshaped = both.lite_make(x, 7)
   assert reshaped.data_ptr() == x.data_ptr()  # a view, as torch's reshape gives
+
+
+def _message(fn, *args) -> str:
+  with pytest.raises(RuntimeError) as raised:
+    fn(*args)
+  return str(raised.value).splitlines()[0]
+
+
+def test_messages_are_written_as_torchs(both):
+  """The lite header writes a message's parts itself, without the stream headers, unless the
+  source names them (KZ_LITE_STD_TEXT): every kind of part as torch's c10::str writes it."""
+  x = TENSORS["float"]
+  for which in range(3):
+    assert _message(both.lite_message, x, which) == _message(both.real_message, x, which)
+  assert _message(both.lite_message, x, 0) == (
+      "i -3 u 7 s -2 d 0.1 f 2.5 big 1e+20 small 1.5e-07 z -0 b 1 c x i8 A u8 B e 3")
+  assert _message(both.lite_text_message, x) == _message(both.real_text_message, x)
+  assert _message(both.lite_text_message, x) == "text more view 2 Float"
 
 
 def test_the_errors_are_torchs(both):

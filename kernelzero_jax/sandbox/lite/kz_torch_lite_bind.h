@@ -20,6 +20,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+// main.cpp compiles beside the .cu, off a build's critical path: the standard text headers
+// for it always (kz_torch_lite.h).
+#ifndef KZ_LITE_STD_TEXT
+#define KZ_LITE_STD_TEXT
+#endif
 #include "kz_torch_lite.h"
 
 extern "C" {

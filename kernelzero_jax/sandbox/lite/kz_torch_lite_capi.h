@@ -14,6 +14,11 @@
 
 #include <exception>
 
+// main.cpp compiles beside the .cu, off a build's critical path: the standard text headers
+// for it always (kz_torch_lite.h).
+#ifndef KZ_LITE_STD_TEXT
+#define KZ_LITE_STD_TEXT
+#endif
 #include "kz_torch_lite.h"
 
 extern "C" {
