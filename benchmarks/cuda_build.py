@@ -214,10 +214,11 @@ def compile_main_cpp(source: str, header: str, lite: bool,
   return proc.returncode == 0, (proc.stderr[-300:] if proc.returncode else None)
 
 
-def compile_lite_cu(call: dict, text: bool, arch: str) -> tuple[bool, str | None]:
+def compile_lite_cu(call: dict, text: bool, arch: str,
+                    phases: dict | None = None) -> tuple[bool, str | None]:
   """Compiles the .cu that a lite build writes for `call` (`text`: with KZ_LITE_STD_TEXT defined
   whatever it names) to an object, with load_inline's CUDA flags, for compute capability `arch`
-  alone."""
+  alone; `phases` gets the milliseconds of each of nvcc's phases (its -time report)."""
   import subprocess  # pylint: disable=import-outside-toplevel
   import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
@@ -239,8 +240,15 @@ def compile_lite_cu(call: dict, text: bool, arch: str) -> tuple[bool, str | None
        "-isystem", cpp_extension.include_paths()[0], f"-DTORCH_EXTENSION_NAME={call['name']}",
        "-DTORCH_API_INCLUDE_EXTENSION_H", *cpp_extension.COMMON_NVCC_FLAGS,
        f"-gencode=arch=compute_{number},code=sm_{number}", "--compiler-options", "-fPIC",
-       "-std=c++17", *(call.get("extra_cuda_cflags") or [])],
+       "-std=c++17", *(call.get("extra_cuda_cflags") or []), "-time", path + ".time.csv"],
       capture_output=True, text=True, check=False)
+  if phases is not None and os.path.exists(path + ".time.csv"):
+    import csv  # pylint: disable=import-outside-toplevel
+    with open(path + ".time.csv", encoding="utf-8") as f:
+      for row in list(csv.reader(f))[1:]:  # source, phase, inputs, output, arch, tool, ms, unit
+        if len(row) >= 8 and row[7].strip() == "ms":
+          phase = row[1].strip()
+          phases[phase] = round(phases.get(phase, 0.0) + float(row[6]), 1)
   return proc.returncode == 0, (proc.stderr[-300:] if proc.returncode else None)
 
 
@@ -281,10 +289,10 @@ def main(argv):
   for path in files:
     for i, call in enumerate(captured_calls(path)):
       for mode in flags.FLAGS.modes:
-        log, steps = [], []
+        log, steps, phases = [], [], {}
         if mode in _CU_MODES:  # the lite .cu alone
           attempt = lambda: compile_lite_cu(  # pylint: disable=cell-var-from-loop
-              call, text=mode == "cu_lite_text", arch=flags.FLAGS.cuda_arch)
+              call, text=mode == "cu_lite_text", arch=flags.FLAGS.cuda_arch, phases=phases)
         elif mode in _MAIN_MODES:  # main.cpp alone: what it takes to write it is not timed
           lite = mode not in ("main_pch", "main_plain")
           bind, pch = mode == "main_lite_pch", mode != "main_plain"
@@ -312,6 +320,8 @@ def main(argv):
                "seconds": round(time.perf_counter() - t0, 2),
                "cpu_s": round(_children_cpu_s() - cpu0, 2), "log": log, "steps": steps,
                "error": error}
+        if phases:
+          row["nvcc_phases_ms"] = phases
         rows.append(row)
         print(json.dumps(row), flush=True)
         _write(rows)  # after every build: a run stopped at its time limit keeps what finished
@@ -334,6 +344,13 @@ def main(argv):
       cpu = statistics.median(r["cpu_s"] for r in rows if r["mode"] == mode and r["ok"])
       print(f"{mode}: median {statistics.median(times):.1f} s over {len(times)} builds{ratio}; "
             f"its compilers' CPU {cpu:.2f} s")
+      timed = [r["nvcc_phases_ms"] for r in rows
+               if r["mode"] == mode and r["ok"] and r.get("nvcc_phases_ms")]
+      if timed:
+        names = list(dict.fromkeys(name for phases in timed for name in phases))
+        print(f"  nvcc's phases (median ms over {len(timed)}): " + ", ".join(
+            f"{name} {statistics.median(p.get(name, 0.0) for p in timed):.0f}"
+            for name in names))
   _write(rows)
 
 
