@@ -208,7 +208,7 @@ TEXT_BODY = r"""
 void KZ(text_message)(torch::Tensor x) {
   std::string s = "text";
   TORCH_CHECK(x.dim() > 8, s, " ", std::string("more"), " ", std::string_view("view"), " ",
-              x.dim(), " ", x.scalar_type());
+              x.dim(), " ", x.scalar_type(), " ", 0.25);
 }
 """
 NAMES = ("geometry", "make", "total", "ops", "kinds", "sums", "size_at", "check", "mixed",
@@ -442,7 +442,7 @@ def test_messages_are_written_as_torchs(both):
   assert _message(both.lite_message, x, 0) == (
       "i -3 u 7 s -2 d 0.1 f 2.5 big 1e+20 small 1.5e-07 z -0 b 1 c x i8 A u8 B e 3")
   assert _message(both.lite_text_message, x) == _message(both.real_text_message, x)
-  assert _message(both.lite_text_message, x) == "text more view 2 Float"
+  assert _message(both.lite_text_message, x) == "text more view 2 Float 0.25"
 
 
 def test_the_errors_are_torchs(both):

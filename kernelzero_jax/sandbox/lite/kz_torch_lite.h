@@ -278,10 +278,12 @@ put(Message& m, T v) {
 }
 #if defined(KZ_LITE_STD_TEXT)
 inline void put(Message& m, const std::string& s) { m.add(s.c_str()); }
-// Anything else an ostream can write, written by one.
+// Anything else an ostream can write, written by one (what the overloads above take, as there:
+// the same part reads the same in a .cu with these headers and in one without).
 template <typename T>
 typename std::enable_if<!std::is_arithmetic<T>::value && !std::is_enum<T>::value &&
                         !std::is_pointer<T>::value && !std::is_convertible<T, const char*>::value &&
+                        !std::is_convertible<T, ScalarType>::value &&
                         !std::is_convertible<T, std::string>::value>::type
 put(Message& m, const T& v) {
   std::ostringstream out;
