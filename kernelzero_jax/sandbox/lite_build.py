@@ -8,7 +8,8 @@ devices, TORCH_CHECK, the AT_DISPATCH family, the current CUDA stream, the CUDA 
 checks) with torch's names, layout and meaning; each operation calls a kz_lite_* function of
 `lite/kz_torch_lite_runtime.cpp`, compiled with torch's real headers once per machine next to
 the precompiled header (fast_build.build_pch) and linked into every lite-built extension. A
-source that names a 16-bit float type also gets c10's Half and BFloat16 (KZ_LITE_HALF).
+source that names a 16-bit float type also gets c10's Half and BFloat16 (KZ_LITE_HALF), one
+that names what <string>, <sstream> or <stdexcept> declare gets those (KZ_LITE_STD_TEXT).
 
 With SandboxConfig.lite_main_cpp, the generated main.cpp (the candidate's cpp_sources and the
 pybind11 module load_inline adds) is built against `lite/kz_torch_lite_bind.h` too: pybind11,
@@ -42,8 +43,9 @@ _COVERED = ("torch/extension.h", "torch/types.h", "torch/torch.h", "ATen/ATen.h"
 _HALF = re.compile(r"half|bfloat16|kfloat16", re.IGNORECASE)
 # Names the standard text and stream headers declare (<string>, <sstream>, <stdexcept> and what
 # they include), which the lite header includes only for a .cu that names one (KZ_LITE_STD_TEXT):
-# nvcc parses them three times, 0.5 CPU seconds of a 2.8-second .cu on the CPU machine. A name
-# missed here fails the lite build, which then builds the next way (fast_load_inline).
+# nvcc parses them three times: a lite .cu 1.73 CPU seconds without them, 2.61 with them, on the
+# CPU machine (BENCHMARKS.md). A name missed here fails the lite build, which then builds the
+# next way (fast_load_inline). A word that only looks like one (`hex`) costs only that time.
 _STD_TEXT = re.compile(
     r"\b(?:(?:w|basic_|u8|u16|u32)?string(?:_view)?|(?:basic_)?[io]?stringstream|stringbuf"
     r"|[io]?f?stream|iostream|ios(?:_base)?|streamsize|streambuf|cout|cerr|clog|cin|endl|ends"
