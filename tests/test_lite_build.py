@@ -534,6 +534,16 @@ def test_guards_and_half_kernels_compile_against_the_lite_header(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_a_kernel_file_that_asserts_compiles_against_the_lite_header(tmp_path):
+  """torch's headers bring in assert (a kernel file may use it without including <cassert>),
+  so the lite header does too."""
+  source = KERNEL + ("__global__ void checked(const float* x, int n) { assert(n > 0); }\n"
+                     "void f(torch::Tensor x) { assert(x.dim() == 2); }\n")
+  proc = _nvcc(lite_build.lite_cuda_source(source), tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_a_name_the_lite_header_lacks_fails_to_compile(tmp_path):
   """...so fast_load_inline builds that .cu with torch's headers instead."""
   source = KERNEL + "torch::Tensor f(torch::Tensor x) { return x.permute({1, 0}); }\n"

@@ -15,6 +15,7 @@
 
 // What torch's headers bring in that kernel files commonly use without including it.
 #include <algorithm>
+#include <cassert>  // torch's headers declare assert too (FLT_MAX they do not: nor does this)
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
