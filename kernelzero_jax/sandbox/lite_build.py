@@ -67,16 +67,13 @@ def lite_cuda_source(source: str) -> str | None:
   """`source` with its torch includes replaced by the lite header, or None when it includes a
   torch header the lite header does not cover, or none at all. KZ_LITE_STD_TEXT defined above
   the header where the source names what the standard text headers declare (_STD_TEXT)."""
-  lite = _with_header(source, LITE_HEADER) if includes_torch(source) else None
-  if lite is not None and _STD_TEXT.search(source):
-    include = f'#include "{LITE_HEADER}"'
-    lite = lite.replace(include, "#define KZ_LITE_STD_TEXT\n" + include, 1)
-  return lite
+  return _with_header(source, LITE_HEADER, std_text=True) if includes_torch(source) else None
 
 
-def _with_header(source: str, header: str) -> str | None:
+def _with_header(source: str, header: str, std_text: bool = False) -> str | None:
   """`source` with its torch includes (all covered, or None) replaced by `header`, which comes
-  first when it includes none; KZ_LITE_HALF defined above it when the source names half."""
+  first when it includes none; KZ_LITE_HALF defined above it when the source names half, and
+  (`std_text`: a .cu's) KZ_LITE_STD_TEXT when it names what the text headers declare."""
   includes = _TORCH_INCLUDE.findall(source)
   if any(path not in _COVERED for path in includes):
     return None
@@ -89,9 +86,11 @@ def _with_header(source: str, header: str) -> str | None:
     return line
 
   lite = _TORCH_INCLUDE.sub(replace, source) if includes else include + "\n" + source
-  if _HALF.search(source):  # torch's 16-bit float types, only for a source that names them
-    lite = lite.replace(include, "#define KZ_LITE_HALF\n" + include, 1)
-  return lite
+  # torch's 16-bit float types, and the text headers, only for a source that names them.
+  defines = [name for name, named in (("KZ_LITE_HALF", _HALF.search(source)),
+                                      ("KZ_LITE_STD_TEXT", std_text and _STD_TEXT.search(source)))
+             if named]
+  return lite.replace(include, "".join(f"#define {name}\n" for name in defines) + include, 1)
 
 
 def lite_cpp_sources(sources: list[str], header: str = BIND_HEADER) -> list[str] | None:
