@@ -214,6 +214,51 @@ def _slots_when_shared(holds: list[tuple], by_slots: collections.Counter) -> dic
                                      if seconds else None)}
 
 
+def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
+  """The gaps between one alone hold (a timing, mostly) and the next, laid side by side
+  (_holds): how many, their seconds in all, median and 90th percentile; the seconds in which
+  shared holds (checks) held the GPU in them and in which nobody did; how many checks started in
+  a gap (median); and the gaps over `long_s`, with the seconds of those in which another
+  timing waited from the gap's start to its end (its alone hold began at the gap's end or
+  later, and it had asked for it before the gap began: the hold's start less its wait for the
+  start-up fence, evidence["fence_wait_s"]["timing"], a lower bound on its wait). The gaps that
+  checks fill while timings wait are what SandboxConfig.timings_first is for."""
+  holds = sorted(h for r in rows for h in _holds(r))
+  alone = [h for h in holds if h[2] == "alone"]
+  shared = [h for h in holds if h[2] != "alone"]
+  if len(alone) < 2:
+    return {"gaps": 0}
+  asked = []  # (asked at, its alone hold's start) of each judge's first alone hold after a fence
+  for r in rows:
+    evidence = r.get("evidence") or {}
+    waited = (evidence.get("fence_wait_s") or {}).get("timing")
+    mine = [h for h in _holds(r) if h[2] == "alone"]
+    if mine and isinstance(waited, (int, float)):
+      asked.append((mine[0][0] - waited, mine[0][0]))
+  gaps, covered, started, long_gaps, waited_through = [], 0.0, [], [], 0.0
+  for (_, end, _), (start, _, _) in zip(alone, alone[1:]):
+    gap = max(0.0, start - end)
+    gaps.append(gap)
+    inside = sorted((max(s, end), min(e, start)) for s, e, _ in shared if e > end and s < start)
+    reach = end
+    for s, e in inside:  # the union of the shared holds within the gap
+      covered += max(0.0, e - max(s, reach))
+      reach = max(reach, e)
+    started.append(sum(1 for s, _, _ in shared if end <= s < start))
+    if gap > long_s:
+      long_gaps.append(gap)
+      if any(a <= end and begin >= start - 1e-3 for a, begin in asked):
+        waited_through += gap
+  ordered = sorted(gaps)
+  return {"gaps": len(gaps), "sum_s": round(sum(gaps), 1),
+          "median_s": round(statistics.median(gaps), 3),
+          "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
+          "checks_held_s": round(covered, 1), "nobody_held_s": round(sum(gaps) - covered, 1),
+          "checks_started_median": statistics.median(started),
+          f"over_{long_s}s": {"n": len(long_gaps), "sum_s": round(sum(long_gaps), 1),
+                              "another_timing_waited_through_s": round(waited_through, 1)}}
+
+
 def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2,
                   busy_s: float | None = None) -> dict[str, Any]:
   """The GPU seconds of the forwards alone in the verdicts' holds, from the times they measured
@@ -855,6 +900,7 @@ def main(argv: list[str]) -> None:
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
   timeline = hold_timeline(rows)
   print("\nGPU holds side by side:", timeline)
+  print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
   print("\nthe forwards alone in those holds (s), and the bound they leave:",
         forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\na timing's calls beyond the forward time they measured (ms a call):",

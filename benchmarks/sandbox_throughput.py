@@ -78,7 +78,9 @@ before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallb
 `keepall`, a kept worker for any candidate, as before 2026-12-06, not only for those whose
 reference's pass rate so far is at least SandboxConfig.keep_worker_min_pass_rate; with
 `skiplight`, a candidate whose lite build's errors the light header cannot mend built as asked
-at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, light_names.py).
+at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, light_names.py);
+with `tfirst`, a timing that waits for the GPU keeps new checks off it (SandboxConfig.timings_first,
+gpu_budget.gpu_slots' turnstile).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -141,12 +143,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall", "skiplight")
+              "keepall", "skiplight", "tfirst")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
-             "[:skiplight]"
+             "[:skiplight][:tfirst]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -362,6 +364,8 @@ class BenchPath(NamedTuple):
   # a failed lite build whose errors the light header cannot mend built as asked at once
   # (SandboxConfig.skip_light_after_lite_errors)
   skip_light: bool = False
+  # a timing that waits for the GPU keeps new checks off it (SandboxConfig.timings_first)
+  timings_first: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -391,7 +395,8 @@ def parse_path(path: str) -> BenchPath:
   with tensors uploaded in its judge's first hold, not under the start-up fence;
   `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one;
   `keepall`: a kept worker for any candidate, not only where its reference passes often;
-  `skiplight`: no fast build after a lite build that the light header cannot mend)."""
+  `skiplight`: no fast build after a lite build that the light header cannot mend; `tfirst`: a
+  timing waiting for the GPU keeps new checks off it)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -445,7 +450,8 @@ def parse_path(path: str) -> BenchPath:
                    "regahead" in flags_given, band, "noledger" not in flags_given,
                    "pybind" not in flags_given, "emptyfence" in flags_given,
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
-                   "keepall" not in flags_given, "skiplight" in flags_given)
+                   "keepall" not in flags_given, "skiplight" in flags_given,
+                   "tfirst" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -615,7 +621,8 @@ def run() -> dict:
                                      base.keep_worker_min_pass_rate if path.choose_workers
                                      else 0.0),
                                  skip_light_after_lite_errors=(
-                                     base.skip_light_after_lite_errors or path.skip_light))
+                                     base.skip_light_after_lite_errors or path.skip_light),
+                                 timings_first=base.timings_first or path.timings_first)
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"

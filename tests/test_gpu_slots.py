@@ -13,12 +13,14 @@ no test asks it of them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import threading
 import time
 
 import pytest
 
 from kernelzero_jax.sandbox import SandboxConfig
+from kernelzero_jax.sandbox import gpu_budget
 from kernelzero_jax.sandbox.gpu_budget import gpu_slots
 
 
@@ -163,3 +165,97 @@ def test_wide_holders_take_whole_groups_and_leave_the_rest(tmp_path, holds, fit)
 def test_gpu_concurrency_must_be_positive():
   with pytest.raises(ValueError, match="gpu_concurrency"):
     SandboxConfig(gpu_concurrency=0)
+
+
+def _turnstile_closed(tmp_path) -> bool:
+  """Whether an exclusive holder has gpu_slots' turnstile closed (it waits for slots)."""
+  path = gpu_budget._turnstile_path(0, str(tmp_path))  # pylint: disable=protected-access
+  with open(path, "a+") as gate:
+    if not gpu_budget.took(gate, fcntl.LOCK_SH):
+      return True
+    fcntl.flock(gate, fcntl.LOCK_UN)
+    return False
+
+
+def _until(condition, timeout_s: float = 10.0) -> None:
+  deadline = time.monotonic() + timeout_s
+  while not condition():
+    assert time.monotonic() < deadline, "timed out"
+    time.sleep(0.002)
+
+
+@pytest.mark.parametrize("timings_first", [True, False])
+def test_a_waiting_timing_keeps_new_checks_off_the_gpu(tmp_path, timings_first):
+  """A check holds slot 0; a timing waits for it (taking the slots in index order, it holds
+  none meanwhile); a check asked for after that starts at once without timings_first (3 slots
+  are free), after the timing with it."""
+  order, lock = [], threading.Lock()
+  first_may_end = threading.Event()
+
+  def first_check() -> None:
+    # Slot 0 as a check holds it (gpu_slots' own choice of slot depends on the process id).
+    path = gpu_budget._lock_path(0, 0, str(tmp_path))  # pylint: disable=protected-access
+    with open(path, "a+") as slot:
+      fcntl.flock(slot, fcntl.LOCK_EX)
+      with lock:
+        order.append("first check")
+      assert first_may_end.wait(10)
+
+  def hold(name: str, exclusive: bool) -> None:
+    with gpu_slots(0, 4, exclusive, lock_dir=str(tmp_path), timings_first=timings_first):
+      with lock:
+        order.append(name)
+
+  first = threading.Thread(target=first_check)
+  first.start()
+  _until(lambda: order == ["first check"])
+  timing = threading.Thread(target=hold, args=("timing", True))
+  timing.start()
+  if timings_first:
+    _until(lambda: _turnstile_closed(tmp_path))
+  else:
+    time.sleep(0.05)  # (it waits for slot 0 by now, or will before the first check ends)
+  # Without waiting: a check is refused while the timing waits, though 3 slots are free.
+  with gpu_slots(0, 4, False, lock_dir=str(tmp_path), wait=False,
+                 timings_first=timings_first) as got:
+    assert got is not timings_first
+  later = threading.Thread(target=hold, args=("later check", False))
+  later.start()
+  if not timings_first:
+    _until(lambda: "later check" in order)
+  time.sleep(0.05)
+  first_may_end.set()
+  for t in (first, timing, later):
+    t.join(10)
+  assert not any(t.is_alive() for t in (first, timing, later)), "deadlock"
+  assert order == (["first check", "timing", "later check"] if timings_first
+                   else ["first check", "later check", "timing"])
+  assert not _turnstile_closed(tmp_path)  # opened again once the timing held every slot
+
+
+@pytest.mark.parametrize("widths", [[1] * 6 + [4] * 3, [2, 2, 1, 1, 4, 3, 1, 4]],
+                         ids=["ones", "mixed"])
+def test_timings_first_never_overlaps_a_timing_and_never_deadlocks(tmp_path, widths):
+  slots, rec = 4, SlotRecorder(4)
+  exclusive_rec = Recorder()
+
+  def work(width: int):
+    exclusive = width == slots
+    for _ in range(4):
+      with gpu_slots(0, slots, exclusive, lock_dir=str(tmp_path), width=width,
+                     timings_first=True):
+        rec.enter(width)
+        exclusive_rec.enter(exclusive)
+        time.sleep(0.02)
+        exclusive_rec.leave(exclusive)
+        rec.leave(width)
+
+  _run_all(work, widths)
+  assert not rec.violations and not exclusive_rec.violations
+  assert rec.most_holders >= 1
+
+
+def test_timings_first_with_one_slot_takes_no_turnstile(tmp_path):
+  with gpu_slots(0, 1, False, lock_dir=str(tmp_path), timings_first=True) as held:
+    assert held
+  assert not any(p.name.endswith("timings_first.lock") for p in tmp_path.iterdir())

@@ -693,6 +693,27 @@ def test_the_gpu_holds_laid_side_by_side():
   assert gpu_steps.hold_timeline([{}]) == {"holds": 0}
 
 
+def test_the_gaps_between_timings_and_the_checks_in_them():
+  """timing_gaps on hand-made holds: the gaps between alone holds, the checks' seconds in them
+  (their union), the idle rest, and a long gap through which the next timing had waited."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  holds = lambda *hs, waited=None: {"evidence": dict(
+      {"gpu_holds": [list(h) for h in hs]},
+      **({"fence_wait_s": {"timing": waited}} if waited is not None else {}))}
+  rows = [holds((10.0, 11.0, "alone")),
+          # asked at 10.5, before the gap 11-12 began: it waited through it
+          holds((11.2, 11.6, "shared"), (11.4, 11.8, "shared"), (12.0, 12.5, "alone"),
+                waited=1.5),
+          holds((12.6, 12.7, "shared"), (12.8, 13.0, "alone"), waited=0.1),
+          holds((20.0, 21.0, "shared"))]  # after the last timing: no gap
+  assert gpu_steps.timing_gaps(rows) == {
+      "gaps": 2, "sum_s": 1.3, "median_s": 0.65, "p90_s": 0.3,
+      # 11.2-11.8 and 12.6-12.7 held by checks; 11-11.2, 11.8-12 and 12.5-12.6 by nobody
+      "checks_held_s": 0.7, "nobody_held_s": 0.6, "checks_started_median": 1.5,
+      "over_0.4s": {"n": 1, "sum_s": 1.0, "another_timing_waited_through_s": 1.0}}
+  assert gpu_steps.timing_gaps([holds((1.0, 2.0, "alone"))]) == {"gaps": 0}
+
+
 def test_the_slots_the_shared_holds_took_laid_side_by_side():
   """hold_timeline's slot counts on hand-made holds that record their slots (the 4th field):
   the seconds in which the shared holders took 1, 2, ... slots in all, none while a hold alone

@@ -182,7 +182,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
                                                  + (True,) * 4 + (None, True, True, True, False,
                                                                    True, None, None, False, None,
                                                                    True, True, False, False,
-                                                                   True, True, False))
+                                                                   True, True, False, False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -308,6 +308,10 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
   assert parse_path("zygote:lite_pch:reuse:gpu4").choose_workers
   assert parse_path("zygote:lite_pch:reuse:gpu4:skiplight").skip_light
   assert not parse_path("zygote:lite_pch:reuse:gpu4").skip_light
+  assert parse_path("zygote:lite_pch:reuse:gpu4:tfirst:skiplight") == path(
+      "zygote:lite_pch:reuse:gpu4:tfirst:skiplight", lite=3, concurrency=4, skip_light=True,
+      timings_first=True)
+  assert not parse_path("zygote:lite_pch:reuse:gpu4").timings_first
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",
@@ -315,7 +319,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:noledger:noledger", "zygote:fast:pybind:pybind",
               "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
               "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
-              "zygote:fast:skiplight:skiplight",
+              "zygote:fast:skiplight:skiplight", "zygote:fast:tfirst:tfirst",
               "zygote:fast:capi"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)

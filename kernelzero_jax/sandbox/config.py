@@ -82,6 +82,11 @@ class SandboxConfig:
   # With gpu_concurrency > 1: checks of a problem too large for one slot hold as many as they
   # need (gpu_budget.check_width) instead of the whole GPU, so that they still share it.
   wide_checks: bool = True
+  # With gpu_concurrency > 1: a timing that waits for the GPU keeps new checks off it, and waits
+  # only for the checks under way (gpu_budget.gpu_slots' turnstile); without it, checks that
+  # start meanwhile take the slots it has not reached yet. Off until a batch measures it on a
+  # GPU (sandbox_throughput's path token `tfirst`).
+  timings_first: bool = False
   # With gpu_concurrency > 1: a judge whose problem is small enough for every judge on the GPU
   # to keep a check's memory outside the slots (gpu_budget.memory_kept_fits) keeps its memory from
   # its checks to its timing and on, instead of freeing it (in itself and its worker) before

@@ -76,7 +76,7 @@ class GpuSteps:
     stage_seconds["gpu_wait"]. Yields whether the GPU is held (see gpu_slots' `wait`)."""
     t0 = time.perf_counter()
     with gpu_budget.gpu_slots(self.device.index or 0, slots, exclusive, width=width,
-                              wait=wait) as held:
+                              wait=wait, timings_first=self.cfg.timings_first) as held:
       if not held:
         yield False
         return
@@ -96,7 +96,7 @@ class GpuSteps:
   def _gpu_free_now(self) -> bool:
     """Whether every slot of the GPU is free at this moment (taken and given back at once)."""
     with gpu_budget.gpu_slots(self.device.index or 0, self.cfg.gpu_concurrency, True,
-                              wait=False) as free:
+                              wait=False, timings_first=self.cfg.timings_first) as free:
       return free
 
   @contextlib.contextmanager

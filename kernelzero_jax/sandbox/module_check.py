@@ -173,7 +173,7 @@ def run_module_job(job: dict[str, Any]) -> ModuleVerdict:
       # The forwards and their checks hold a GPU slot, as a judge's checks do: never while a
       # judge of any pool or process times a kernel on this GPU, which they would disturb.
       gpu.enter_context(gpu_budget.gpu_slots(job.get("gpu_index", 0), cfg.gpu_concurrency,
-                                            exclusive=False))
+                                            exclusive=False, timings_first=cfg.timings_first))
     tol = cfg.tolerance_for
     base = cfg.seed * 1_000_003
     runs = []
