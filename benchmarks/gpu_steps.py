@@ -222,7 +222,11 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
   timing waited from the gap's start to its end (its alone hold began at the gap's end or
   later, and it had asked for it before the gap began: the hold's start less its wait for the
   start-up fence, evidence["fence_wait_s"]["timing"], a lower bound on its wait). The gaps that
-  checks fill while timings wait are what SandboxConfig.timings_first is for."""
+  checks fill while timings wait are what SandboxConfig.timings_first is for. Where the verdicts
+  tell them (since 2026-12-06), the seconds of the gaps in which start-ups held the start-up
+  fence (evidence["fence_holds"] other than timings', a new worker's included), which keeps
+  the next timing out, and in which the next timing had the fence and waited for the checks'
+  slots (evidence["alone_asked"]); None where they do not."""
   holds = sorted(h for r in rows for h in _holds(r))
   alone = [h for h in holds if h[2] == "alone"]
   shared = [h for h in holds if h[2] != "alone"]
@@ -235,28 +239,54 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
     mine = [h for h in _holds(r) if h[2] == "alone"]
     if mine and isinstance(waited, (int, float)):
       asked.append((mine[0][0] - waited, mine[0][0]))
+  startups = [(float(h[1]), float(h[2])) for r in rows
+              for h in (r.get("evidence") or {}).get("fence_holds") or []
+              if len(h) == 3 and h[0] not in TIMING_FENCES and h[2] >= h[1]]
+  # When each alone hold asked for the slots (evidence["alone_asked"]: [asked, got]), by got.
+  slots_asked = {round(float(got), 3): float(at) for r in rows
+                 for at, got in (r.get("evidence") or {}).get("alone_asked") or []}
   gaps, covered, started, long_gaps, waited_through = [], 0.0, [], [], 0.0
+  fenced, slot_waits = [0.0, 0.0], [0.0, 0.0]  # (all gaps, the long ones)
   for (_, end, _), (start, _, _) in zip(alone, alone[1:]):
     gap = max(0.0, start - end)
     gaps.append(gap)
-    inside = sorted((max(s, end), min(e, start)) for s, e, _ in shared if e > end and s < start)
-    reach = end
-    for s, e in inside:  # the union of the shared holds within the gap
-      covered += max(0.0, e - max(s, reach))
-      reach = max(reach, e)
+    covered += _union_within([(s, e) for s, e, _ in shared], end, start)
     started.append(sum(1 for s, _, _ in shared if end <= s < start))
+    within = (_union_within(startups, end, start),
+              min(gap, max(0.0, start - slots_asked.get(round(start, 3), start))))
+    for i in (0, 1) if gap > long_s else (0,):
+      fenced[i] += within[0]
+      slot_waits[i] += within[1]
     if gap > long_s:
       long_gaps.append(gap)
       if any(a <= end and begin >= start - 1e-3 for a, begin in asked):
         waited_through += gap
   ordered = sorted(gaps)
+  told = lambda x: round(x, 1) if startups or slots_asked else None
   return {"gaps": len(gaps), "sum_s": round(sum(gaps), 1),
           "median_s": round(statistics.median(gaps), 3),
           "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
           "checks_held_s": round(covered, 1), "nobody_held_s": round(sum(gaps) - covered, 1),
           "checks_started_median": statistics.median(started),
+          "startups_fenced_s": told(fenced[0]), "next_timing_waited_for_slots_s": told(
+              slot_waits[0]),
           f"over_{long_s}s": {"n": len(long_gaps), "sum_s": round(sum(long_gaps), 1),
-                              "another_timing_waited_through_s": round(waited_through, 1)}}
+                              "another_timing_waited_through_s": round(waited_through, 1),
+                              "startups_fenced_s": told(fenced[1]),
+                              "next_timing_waited_for_slots_s": told(slot_waits[1])}}
+
+
+# The start-up fence's holds that are timings (Judge._fence's names); the others are start-ups.
+TIMING_FENCES = ("timing", "candidate_timing", "reference_timing", "reference_first")
+
+
+def _union_within(spans: list[tuple[float, float]], start: float, end: float) -> float:
+  """The seconds of [start, end] that the union of `spans` covers."""
+  covered, reach = 0.0, start
+  for s, e in sorted((max(s, start), min(e, end)) for s, e in spans if e > start and s < end):
+    covered += max(0.0, e - max(s, reach))
+    reach = max(reach, e)
+  return covered
 
 
 def forward_floor(rows: list[dict], warmup: int = 3, audits: int = 2,

@@ -276,7 +276,7 @@ def test_each_hold_records_its_wall_clock_bounds_its_kind_and_the_slots_it_took(
   import tempfile  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox.judge_gpu import GpuSteps  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-  judge = types.SimpleNamespace(device=types.SimpleNamespace(index=0),
+  judge = types.SimpleNamespace(device=types.SimpleNamespace(index=0), cfg=SandboxConfig(),
                                 verdict=types.SimpleNamespace(stage_seconds={}, evidence={}))
   hold = types.MethodType(GpuSteps._gpu_hold, judge)  # pylint: disable=protected-access
   for slots, exclusive, width in ((4, False, 2), (4, True, 1), (4, False, 9), (1, False, 1)):
@@ -285,4 +285,33 @@ def test_each_hold_records_its_wall_clock_bounds_its_kind_and_the_slots_it_took(
   holds = judge.verdict.evidence["gpu_holds"]
   assert [h[2:] for h in holds] == [["shared", 2], ["alone", 4], ["shared", 4], ["alone", 1]]
   assert all(h[0] <= h[1] for h in holds) and "gpu_wait" in judge.verdict.stage_seconds
+  # The alone holds also tell when they asked for the slots and got them (the hold's start).
+  asked = judge.verdict.evidence["alone_asked"]
+  assert [got for _, got in asked] == [holds[1][0], holds[3][0]]
+  assert all(at <= got for at, got in asked)
   assert sorted(p.name for p in tmp_path.iterdir())[0].startswith("kernelzero_sandbox_gpu0")
+
+
+def test_each_fence_hold_records_its_name_and_wall_clock_bounds():
+  """Judge._in_fence (the start-up fence taken: _fence, _fence_within) records the wait by
+  name and each hold's [name, from, to] (benchmarks/gpu_steps.timing_gaps lays the start-ups'
+  beside the gaps between timings); a new worker's start-up fence, which it tells with its
+  first candidate, is kept only as two finite times in order."""
+  import time  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox import judge_worker  # pylint: disable=import-outside-toplevel
+  from kernelzero_jax.sandbox.judge_gpu import GpuSteps  # pylint: disable=import-outside-toplevel
+  judge = types.SimpleNamespace(verdict=types.SimpleNamespace(evidence={}), _fence_held=False)
+  in_fence = types.MethodType(GpuSteps._in_fence, judge)  # pylint: disable=protected-access
+  before = time.time()
+  for name, waited in (("device", 0.25), ("upload", 0.5), ("device", 0.125)):
+    with in_fence(name, waited):
+      assert judge._fence_held  # pylint: disable=protected-access
+    assert not judge._fence_held  # pylint: disable=protected-access
+  evidence = judge.verdict.evidence
+  assert evidence["fence_wait_s"] == {"device": 0.375, "upload": 0.5}
+  assert [h[0] for h in evidence["fence_holds"]] == ["device", "upload", "device"]
+  assert all(before - 1e-3 <= h[1] <= h[2] <= time.time() + 1e-3
+             for h in evidence["fence_holds"])
+  assert judge_worker.fence_span([1.0, 2.5]) == [1.0, 2.5]
+  for told in (None, [2.0, 1.0], [1.0], [1.0, float("nan")], [True, 2.0], "1,2", [1, 2, 3]):
+    assert judge_worker.fence_span(told) is None

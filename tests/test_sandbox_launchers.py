@@ -706,11 +706,23 @@ def test_the_gaps_between_timings_and_the_checks_in_them():
                 waited=1.5),
           holds((12.6, 12.7, "shared"), (12.8, 13.0, "alone"), waited=0.1),
           holds((20.0, 21.0, "shared"))]  # after the last timing: no gap
-  assert gpu_steps.timing_gaps(rows) == {
+  expected = {
       "gaps": 2, "sum_s": 1.3, "median_s": 0.65, "p90_s": 0.3,
       # 11.2-11.8 and 12.6-12.7 held by checks; 11-11.2, 11.8-12 and 12.5-12.6 by nobody
       "checks_held_s": 0.7, "nobody_held_s": 0.6, "checks_started_median": 1.5,
-      "over_0.4s": {"n": 1, "sum_s": 1.0, "another_timing_waited_through_s": 1.0}}
+      "startups_fenced_s": None, "next_timing_waited_for_slots_s": None,  # (not told)
+      "over_0.4s": {"n": 1, "sum_s": 1.0, "another_timing_waited_through_s": 1.0,
+                    "startups_fenced_s": None, "next_timing_waited_for_slots_s": None}}
+  assert gpu_steps.timing_gaps(rows) == expected
+  # Told: start-ups held the fence 10.8-11.3 and 11.2-11.5 (a worker's), and 12.5-12.7; a
+  # timing's own fence hold is no start-up; the timing at 12.0 asked for the slots at 11.7.
+  rows[0]["evidence"]["fence_holds"] = [["device", 10.8, 11.3], ["timing", 11.9, 12.5]]
+  rows[1]["evidence"]["fence_holds"] = [["worker_startup", 11.2, 11.5], ["upload", 12.5, 12.7]]
+  rows[1]["evidence"]["alone_asked"] = [[11.7, 12.0]]
+  told = gpu_steps.timing_gaps(rows)
+  assert told["startups_fenced_s"] == 0.7 and told["next_timing_waited_for_slots_s"] == 0.3
+  assert (told["over_0.4s"]["startups_fenced_s"], told["over_0.4s"][
+      "next_timing_waited_for_slots_s"]) == (0.5, 0.3)
   assert gpu_steps.timing_gaps([holds((1.0, 2.0, "alone"))]) == {"gaps": 0}
 
 

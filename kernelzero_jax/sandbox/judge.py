@@ -289,6 +289,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     built = self._expect(reply, "build")
     v.evidence["startup_seconds"] = judge_worker.startup_seconds(built, self.worker_started,
                                                                  startup.seconds)
+    if (held := judge_worker.fence_span(built.get("fence_held"))) is not None:
+      v.evidence.setdefault("fence_holds", []).append(["worker_startup", *held])
     if built.get("setup_gpu"):  # the GPU work of its import, which no hold covers
       v.evidence.setdefault("setup_gpu", {})["import"] = built["setup_gpu"]
     if self.pch_header:

@@ -74,7 +74,7 @@ class GpuSteps:
   def _gpu_hold(self, slots: int, exclusive: bool, width: int = 1, wait: bool = True):
     """gpu_budget.gpu_slots, with the time spent waiting for them added up in
     stage_seconds["gpu_wait"]. Yields whether the GPU is held (see gpu_slots' `wait`)."""
-    t0 = time.perf_counter()
+    t0, asked_at = time.perf_counter(), time.time()
     with gpu_budget.gpu_slots(self.device.index or 0, slots, exclusive, width=width,
                               wait=wait, timings_first=self.cfg.timings_first) as held:
       if not held:
@@ -82,6 +82,9 @@ class GpuSteps:
         return
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
+      if exclusive or slots == 1:  # when it asked for the slots, and when it got them
+        self.verdict.evidence.setdefault("alone_asked", []).append(
+            [round(asked_at, 3), round(time.time(), 3)])
       # Wall-clock bounds of every hold and the slots it took, so that a run's holds can be
       # laid side by side (how many judges had the GPU at once, for how long one had it alone,
       # how many slots the shared checks took: benchmarks/gpu_steps.py).
@@ -134,14 +137,19 @@ class GpuSteps:
   @contextlib.contextmanager
   def _in_fence(self, name: str, waited: float):
     """The fence taken (_fence, _fence_within): the wait added up in
-    evidence["fence_wait_s"][name], and timings inside it do not take it again."""
-    waits = self.verdict.evidence.setdefault("fence_wait_s", {})
+    evidence["fence_wait_s"][name], the hold's wall-clock bounds in evidence["fence_holds"]
+    ([name, from, to]: benchmarks/gpu_steps.py lays them beside the GPU's holds), and timings
+    inside it do not take it again."""
+    evidence = self.verdict.evidence
+    waits = evidence.setdefault("fence_wait_s", {})
     waits[name] = round(waits.get(name, 0.0) + waited, 4)
-    self._fence_held = True
+    self._fence_held, held_from = True, time.time()
     try:
       yield
     finally:
       self._fence_held = False
+      evidence.setdefault("fence_holds", []).append(
+          [name, round(held_from, 3), round(time.time(), 3)])
 
   def _open_setup_window(self, kind: str) -> None:
     """A GPU judge opens a window (setup_windows.open_window) before its worker runs candidate

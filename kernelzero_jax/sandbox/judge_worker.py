@@ -56,6 +56,17 @@ def startup_seconds(built: dict[str, Any], worker_started: float,
   return {"worker": worker, "judge": dict(judge_laps)}
 
 
+def fence_span(held: Any) -> list[float] | None:
+  """The wall-clock bounds [from, to] of a new worker's start-up fence (its build reply's
+  "fence_held"), for evidence["fence_holds"]: the worker tells it after its candidate's code
+  ran, so it is for reading only, and anything but two finite times in order is dropped."""
+  finite = worker_handle.finite_number
+  if (isinstance(held, list) and len(held) == 2 and all(finite(x) for x in held)
+      and held[0] <= held[1]):
+    return [round(float(held[0]), 3), round(float(held[1]), 3)]
+  return None
+
+
 def build_steps(steps: Any) -> list[dict[str, Any]]:
   """The worker's load_inline calls with their seconds (fast_build.fast_load_inline's `steps`),
   for evidence["build_steps"]: the worker reports them after the candidate's code ran, so they

@@ -117,6 +117,7 @@ class _Worker(BuildSteps, RunSteps):
     self.backend = spec["backend"]
     self.device = torch.device(spec["device"])
     torch.set_grad_enabled(False)
+    self.fence_held: list[float] | None = None  # the start-up fence's wall-clock bounds
     # The start-up's driver work (the CUDA context, the timer's buffer, the profiler) with the
     # GPU's start-up fence taken shared, apart from other judges' timings (gpu_fence.py).
     fence = contextlib.ExitStack()
@@ -126,6 +127,8 @@ class _Worker(BuildSteps, RunSteps):
       fence.enter_context(gpu_fence.startup_fence(device_index, False, lock_dir,
                                                   startup_slots=int(slots[0]) if slots else 0))
       self.startup.lap("fence")
+      fence.callback(lambda held_from=time.time(): setattr(
+          self, "fence_held", [round(held_from, 3), round(time.time(), 3)]))
     if self.device.type == "cuda":
       torch.cuda.set_device(self.device)
       torch.cuda.set_per_process_memory_fraction(spec["gpu_memory_fraction"], self.device)

@@ -87,7 +87,9 @@ class BuildSteps:
       return reply
     return {**reply, "seconds": time.perf_counter() - t0, "build_log": self.build_log,
             "build_steps": self.build_steps, "entered_at": self.entered_at,
-            "startup_seconds": self.startup.seconds}
+            "startup_seconds": self.startup.seconds,
+            # (its process's start-up, told with its first candidate only)
+            "fence_held": self.fence_held if self.served == 1 else None}
 
   def _outside_the_hold(self, where: str, run) -> tuple[Any, dict[str, Any]]:
     """Runs candidate code that the judge runs without holding the GPU (its import, its
