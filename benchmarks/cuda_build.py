@@ -223,12 +223,11 @@ def compile_lite_cu(call: dict, text: bool, arch: str,
   import torch.utils.cpp_extension as cpp_extension  # pylint: disable=import-outside-toplevel
   from kernelzero_jax.sandbox import lite_build  # pylint: disable=import-outside-toplevel
   sources = call.get("cuda_sources") or []
-  lite = lite_build.lite_cuda_sources([sources] if isinstance(sources, str) else list(sources))
+  lite = lite_build.lite_cuda_sources([sources] if isinstance(sources, str) else list(sources),
+                                      std_text_always=text)
   if lite is None:
     return False, "a lite build would not write a .cu for this call"
   source = lite_build.IMPLICIT_CUDA_INCLUDES + lite[0]
-  if text and "#define KZ_LITE_STD_TEXT\n" not in source:
-    source = "#define KZ_LITE_STD_TEXT\n" + source
   out_dir = tempfile.mkdtemp(prefix="kz_cu_")
   path = os.path.join(out_dir, "cuda.cu")
   with open(path, "w", encoding="utf-8") as f:

@@ -79,8 +79,10 @@ before 2026-12-06, instead of a new worker (SandboxConfig.fresh_worker_for_fallb
 reference's pass rate so far is at least SandboxConfig.keep_worker_min_pass_rate; with
 `skiplight`, a candidate whose lite build's errors the light header cannot mend built as asked
 at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, light_names.py);
-with `tfirst`, a timing that waits for the GPU keeps new checks off it (SandboxConfig.timings_first,
-gpu_budget.gpu_slots' turnstile).
+with `tfirst`, a timing that waits for the GPU keeps new checks off it
+(SandboxConfig.timings_first, gpu_budget.gpu_slots' turnstile); with `stdtext`, every lite .cu
+built with the standard text headers, as before 2026-12-06, not only one that names what they
+declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -143,12 +145,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall", "skiplight", "tfirst")
+              "keepall", "skiplight", "tfirst", "stdtext")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
-             "[:skiplight][:tfirst]"
+             "[:skiplight][:tfirst][:stdtext]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -366,6 +368,8 @@ class BenchPath(NamedTuple):
   skip_light: bool = False
   # a timing that waits for the GPU keeps new checks off it (SandboxConfig.timings_first)
   timings_first: bool = False
+  # every lite .cu with the standard text headers (KZ_LITE_STD_TEXT_ALWAYS, lite_build.py)
+  std_text_always: bool = False
 
 
 def parse_path(path: str) -> BenchPath:
@@ -396,7 +400,8 @@ def parse_path(path: str) -> BenchPath:
   `keptfallback`: a kept worker building a candidate whose lite build failed, not a new one;
   `keepall`: a kept worker for any candidate, not only where its reference passes often;
   `skiplight`: no fast build after a lite build that the light header cannot mend; `tfirst`: a
-  timing waiting for the GPU keeps new checks off it)."""
+  timing waiting for the GPU keeps new checks off it; `stdtext`: every lite .cu with the
+  standard text headers)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -451,7 +456,7 @@ def parse_path(path: str) -> BenchPath:
                    "pybind" not in flags_given, "emptyfence" in flags_given,
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
                    "keepall" not in flags_given, "skiplight" in flags_given,
-                   "tfirst" in flags_given)
+                   "tfirst" in flags_given, "stdtext" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -459,12 +464,14 @@ def _server_env(path: BenchPath):
   inherit: KZ_GC_FREEZE (zygote.freeze_imports), KZ_WORKER_SERVER_FORK (judge_host.serve),
   KZ_TRITON_EARLY_LAUNCHERS (triton_precompile._launchers_beside_kernels),
   KZ_SECOND_REFERENCE_AFTER (Judge._second_reference_after), KZ_INPUTS_AGAINST_REFERENCE
-  (Judge._inputs_kept), KZ_SEED_ALL_BACKENDS (problem.seed_torch)."""
+  (Judge._inputs_kept), KZ_SEED_ALL_BACKENDS (problem.seed_torch), KZ_LITE_STD_TEXT_ALWAYS
+  (lite_build.lite_cuda_source)."""
   wanted = {"KZ_GC_FREEZE": path.gc_freeze, "KZ_WORKER_SERVER_FORK": path.worker_server_fork,
             "KZ_TRITON_EARLY_LAUNCHERS": path.early_launchers,
             "KZ_SECOND_REFERENCE_AFTER": path.second_reference_after,
             "KZ_INPUTS_AGAINST_REFERENCE": path.inputs_against_reference,
-            "KZ_SEED_ALL_BACKENDS": path.seed_all_backends}
+            "KZ_SEED_ALL_BACKENDS": path.seed_all_backends,
+            "KZ_LITE_STD_TEXT_ALWAYS": path.std_text_always}
   return mock.patch.dict(os.environ, {key: "1" if on else "0" for key, on in wanted.items()})
 
 

@@ -71,6 +71,23 @@ def test_a_cu_that_names_the_standard_text_headers_gets_them(code, text):
   assert "KZ_LITE_STD_TEXT" not in lite_build.lite_cpp_sources([KERNEL + code])[0]
 
 
+def test_every_cu_gets_the_standard_text_headers_where_asked(monkeypatch):
+  """std_text_always (or KZ_LITE_STD_TEXT_ALWAYS=1 in the environment, benchmarks' path token
+  `stdtext`): every lite .cu defines KZ_LITE_STD_TEXT, as before 2026-12-06; otherwise only one
+  that names what the text headers declare."""
+  include = '#include "kz_torch_lite.h"'
+  assert lite_build.lite_cuda_source(KERNEL).startswith(include)
+  assert lite_build.lite_cuda_source(KERNEL, std_text_always=True).startswith(
+      "#define KZ_LITE_STD_TEXT\n" + include)
+  monkeypatch.setenv("KZ_LITE_STD_TEXT_ALWAYS", "1")
+  (lite,) = lite_build.lite_cuda_sources([KERNEL, "__device__ __half h;\n"])
+  assert lite.startswith("#define KZ_LITE_HALF\n#define KZ_LITE_STD_TEXT\n" + include)
+  assert lite_build.lite_cuda_source(KERNEL, std_text_always=False).startswith(include)
+  monkeypatch.setenv("KZ_LITE_STD_TEXT_ALWAYS", "0")
+  assert lite_build.lite_cuda_source(KERNEL).startswith(include)
+  assert lite_build.lite_cuda_source("__global__ void k() {}\n") is None  # (no torch include)
+
+
 def test_several_cuda_sources_become_the_one_lite_cu_load_inline_writes():
   """A source without torch includes rides on the other's lite header; one that names half
   turns on KZ_LITE_HALF for the whole file."""

@@ -182,7 +182,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
                                                  + (True,) * 4 + (None, True, True, True, False,
                                                                    True, None, None, False, None,
                                                                    True, True, False, False,
-                                                                   True, True, False, False))
+                                                                   True, True, False, False,
+                                                                   False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -312,6 +313,9 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:tfirst:skiplight", lite=3, concurrency=4, skip_light=True,
       timings_first=True)
   assert not parse_path("zygote:lite_pch:reuse:gpu4").timings_first
+  assert parse_path("zygote:lite_pch:reuse:gpu4:stdtext:tfirst") == path(
+      "zygote:lite_pch:reuse:gpu4:stdtext:tfirst", lite=3, concurrency=4, timings_first=True,
+      std_text_always=True)
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",
@@ -320,6 +324,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
               "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
               "zygote:fast:skiplight:skiplight", "zygote:fast:tfirst:tfirst",
+              "zygote:fast:stdtext:stdtext",
               "zygote:fast:capi"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)

@@ -63,17 +63,23 @@ def includes_torch(source: str) -> bool:
   return bool(_TORCH_INCLUDE.search(source))
 
 
-def lite_cuda_source(source: str) -> str | None:
+def lite_cuda_source(source: str, std_text_always: bool | None = None) -> str | None:
   """`source` with its torch includes replaced by the lite header, or None when it includes a
   torch header the lite header does not cover, or none at all. KZ_LITE_STD_TEXT defined above
-  the header where the source names what the standard text headers declare (_STD_TEXT)."""
-  return _with_header(source, LITE_HEADER, std_text=True) if includes_torch(source) else None
+  the header where the source names what the standard text headers declare (_STD_TEXT), or
+  with `std_text_always` whatever it names, as every lite .cu before 2026-12-06 (None: where
+  the environment has KZ_LITE_STD_TEXT_ALWAYS=1, benchmarks' path token `stdtext`)."""
+  if std_text_always is None:
+    std_text_always = os.environ.get("KZ_LITE_STD_TEXT_ALWAYS") == "1"
+  return (_with_header(source, LITE_HEADER, std_text="always" if std_text_always else "named")
+          if includes_torch(source) else None)
 
 
-def _with_header(source: str, header: str, std_text: bool = False) -> str | None:
+def _with_header(source: str, header: str, std_text: str = "never") -> str | None:
   """`source` with its torch includes (all covered, or None) replaced by `header`, which comes
   first when it includes none; KZ_LITE_HALF defined above it when the source names half, and
-  (`std_text`: a .cu's) KZ_LITE_STD_TEXT when it names what the text headers declare."""
+  KZ_LITE_STD_TEXT by `std_text`: "never" (main.cpp's headers define it themselves), "named"
+  (a .cu that names what the text headers declare) or "always"."""
   includes = _TORCH_INCLUDE.findall(source)
   if any(path not in _COVERED for path in includes):
     return None
@@ -88,7 +94,8 @@ def _with_header(source: str, header: str, std_text: bool = False) -> str | None
   lite = _TORCH_INCLUDE.sub(replace, source) if includes else include + "\n" + source
   # torch's 16-bit float types, and the text headers, only for a source that names them.
   defines = [name for name, named in (("KZ_LITE_HALF", _HALF.search(source)),
-                                      ("KZ_LITE_STD_TEXT", std_text and _STD_TEXT.search(source)))
+                                      ("KZ_LITE_STD_TEXT", std_text == "always" or (
+                                          std_text == "named" and _STD_TEXT.search(source))))
              if named]
   return lite.replace(include, "".join(f"#define {name}\n" for name in defines) + include, 1)
 
@@ -102,10 +109,11 @@ def lite_cpp_sources(sources: list[str], header: str = BIND_HEADER) -> list[str]
   return None if lite is None else [lite]
 
 
-def lite_cuda_sources(sources: list[str]) -> list[str] | None:
+def lite_cuda_sources(sources: list[str], std_text_always: bool | None = None
+                      ) -> list[str] | None:
   """load_inline's cuda_sources as the one lite .cu it would write (it joins them by lines), or
-  None if that cannot be lite."""
-  lite = lite_cuda_source("\n".join(sources))
+  None if that cannot be lite (`std_text_always`: lite_cuda_source's)."""
+  lite = lite_cuda_source("\n".join(sources), std_text_always)
   return None if lite is None else [lite]
 
 
