@@ -226,7 +226,8 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
   tell them (since 2026-12-06), the seconds of the gaps in which start-ups held the start-up
   fence (evidence["fence_holds"] other than timings', a new worker's included), which keeps
   the next timing out, and in which the next timing had the fence and waited for the checks'
-  slots (evidence["alone_asked"]); None where they do not."""
+  slots (evidence["alone_asked"]; in older verdicts estimated, `slot_waits_estimated`:
+  _slots_asked_estimate); None where they do not."""
   holds = sorted(h for r in rows for h in _holds(r))
   alone = [h for h in holds if h[2] == "alone"]
   shared = [h for h in holds if h[2] != "alone"]
@@ -242,9 +243,13 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
   startups = [(float(h[1]), float(h[2])) for r in rows
               for h in (r.get("evidence") or {}).get("fence_holds") or []
               if len(h) == 3 and h[0] not in TIMING_FENCES and h[2] >= h[1]]
-  # When each alone hold asked for the slots (evidence["alone_asked"]: [asked, got]), by got.
+  # When each alone hold asked for the slots (evidence["alone_asked"]: [asked, got]), by got;
+  # in verdicts without it, estimated (_slots_asked_estimate).
   slots_asked = {round(float(got), 3): float(at) for r in rows
                  for at, got in (r.get("evidence") or {}).get("alone_asked") or []}
+  estimated = not slots_asked
+  if estimated:
+    slots_asked = dict(filter(None, (_slots_asked_estimate(r) for r in rows)))
   gaps, covered, started, long_gaps, waited_through = [], 0.0, [], [], 0.0
   fenced, slot_waits = [0.0, 0.0], [0.0, 0.0]  # (all gaps, the long ones)
   for (_, end, _), (start, _, _) in zip(alone, alone[1:]):
@@ -262,18 +267,36 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
       if any(a <= end and begin >= start - 1e-3 for a, begin in asked):
         waited_through += gap
   ordered = sorted(gaps)
-  told = lambda x: round(x, 1) if startups or slots_asked else None
+  told = lambda x, known=True: round(x, 1) if known else None
   return {"gaps": len(gaps), "sum_s": round(sum(gaps), 1),
           "median_s": round(statistics.median(gaps), 3),
           "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
           "checks_held_s": round(covered, 1), "nobody_held_s": round(sum(gaps) - covered, 1),
           "checks_started_median": statistics.median(started),
-          "startups_fenced_s": told(fenced[0]), "next_timing_waited_for_slots_s": told(
-              slot_waits[0]),
+          "startups_fenced_s": told(fenced[0], bool(startups)),
+          "next_timing_waited_for_slots_s": told(slot_waits[0], bool(slots_asked)),
+          "slot_waits_estimated": estimated and bool(slots_asked),
           f"over_{long_s}s": {"n": len(long_gaps), "sum_s": round(sum(long_gaps), 1),
                               "another_timing_waited_through_s": round(waited_through, 1),
-                              "startups_fenced_s": told(fenced[1]),
-                              "next_timing_waited_for_slots_s": told(slot_waits[1])}}
+                              "startups_fenced_s": told(fenced[1], bool(startups)),
+                              "next_timing_waited_for_slots_s": told(slot_waits[1],
+                                                                     bool(slots_asked))}}
+
+
+def _slots_asked_estimate(verdict: dict[str, Any]) -> tuple[float, float] | None:
+  """(its alone hold's start, when it asked for the slots) for a verdict that does not tell
+  (before evidence["alone_asked"]), where its first alone hold follows a shared one (a timing
+  after its checks, Judge._timed_apart): that hold's end plus the timing's wait for the start-up
+  fence, which it takes between the two (its slot wait is then the rest, up to its start)."""
+  evidence = verdict.get("evidence") or {}
+  waited = (evidence.get("fence_wait_s") or {}).get("timing")
+  holds = _holds(verdict)
+  for before, hold in zip(holds, holds[1:]):
+    if hold[2] == "alone":
+      if before[2] != "shared" or not isinstance(waited, (int, float)):
+        return None
+      return round(hold[0], 3), min(hold[0], before[1] + waited)
+  return None
 
 
 # The start-up fence's holds that are timings (Judge._fence's names); the others are start-ups.

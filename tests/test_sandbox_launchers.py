@@ -710,10 +710,18 @@ def test_the_gaps_between_timings_and_the_checks_in_them():
       "gaps": 2, "sum_s": 1.3, "median_s": 0.65, "p90_s": 0.3,
       # 11.2-11.8 and 12.6-12.7 held by checks; 11-11.2, 11.8-12 and 12.5-12.6 by nobody
       "checks_held_s": 0.7, "nobody_held_s": 0.6, "checks_started_median": 1.5,
-      "startups_fenced_s": None, "next_timing_waited_for_slots_s": None,  # (not told)
+      # Not told; the slot waits estimated (each timing's checks ended, then it waited for the
+      # fence: 11.8 + 1.5 and 12.7 + 0.1, both at or past their hold's start: none)
+      "startups_fenced_s": None, "next_timing_waited_for_slots_s": 0.0,
+      "slot_waits_estimated": True,
       "over_0.4s": {"n": 1, "sum_s": 1.0, "another_timing_waited_through_s": 1.0,
-                    "startups_fenced_s": None, "next_timing_waited_for_slots_s": None}}
+                    "startups_fenced_s": None, "next_timing_waited_for_slots_s": 0.0}}
   assert gpu_steps.timing_gaps(rows) == expected
+  # An estimate of 0.2 s: its checks ended at 11.5, its fence took 0.3 s, its hold began at 12.
+  estimate = gpu_steps.timing_gaps([holds((10.0, 11.0, "alone")), holds(
+      (11.0, 11.5, "shared"), (12.0, 12.5, "alone"), waited=0.3)])
+  assert (estimate["next_timing_waited_for_slots_s"], estimate["slot_waits_estimated"]) == (
+      0.2, True)
   # Told: start-ups held the fence 10.8-11.3 and 11.2-11.5 (a worker's), and 12.5-12.7; a
   # timing's own fence hold is no start-up; the timing at 12.0 asked for the slots at 11.7.
   rows[0]["evidence"]["fence_holds"] = [["device", 10.8, 11.3], ["timing", 11.9, 12.5]]
@@ -721,6 +729,7 @@ def test_the_gaps_between_timings_and_the_checks_in_them():
   rows[1]["evidence"]["alone_asked"] = [[11.7, 12.0]]
   told = gpu_steps.timing_gaps(rows)
   assert told["startups_fenced_s"] == 0.7 and told["next_timing_waited_for_slots_s"] == 0.3
+  assert told["slot_waits_estimated"] is False
   assert (told["over_0.4s"]["startups_fenced_s"], told["over_0.4s"][
       "next_timing_waited_for_slots_s"]) == (0.5, 0.3)
   assert gpu_steps.timing_gaps([holds((1.0, 2.0, "alone"))]) == {"gaps": 0}
