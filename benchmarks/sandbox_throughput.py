@@ -129,7 +129,7 @@ from benchmarks import faulty_candidates
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_timings,
-                                   hold_timeline,
+                                   hold_timeline, timing_gaps,
                                    left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
                                    timing_trials_summary, timing_wall_ratios, times_against,
@@ -673,6 +673,7 @@ def run() -> dict:
     to_hold = _median([ev["build_to_hold_s"] for r in rows
                        if "build_to_hold_s" in (ev := r.get("evidence") or {})])
     holds = hold_timeline(rows)
+    gaps = timing_gaps(rows)
     left = left_after_release(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, wide, oom, weights = (
@@ -706,7 +707,7 @@ def run() -> dict:
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "build_to_hold_s": to_hold,
-                     "gpu_holds": holds, "left_after_release": left,
+                     "gpu_holds": holds, "timing_gaps": gaps, "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "timing_precision": config.timing_precision,
                      "min_trials": config.min_trials, "warmup": config.warmup,
@@ -768,6 +769,8 @@ def run() -> dict:
           + f"; from the build's end to the first hold's request {to_hold}")
     if holds["holds"]:  # ...and how the judges' holds lay side by side (gpu_steps.hold_timeline)
       print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
+    if gaps["gaps"]:  # ...and what the gaps between timings held (gpu_steps.timing_gaps)
+      print("gaps between timings: " + ", ".join(f"{k} {v}" for k, v in gaps.items()))
     if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
       print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
     print(f"timing trials (target {config.timing_target_s} s, precision "
