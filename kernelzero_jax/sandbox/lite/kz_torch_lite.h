@@ -591,7 +591,7 @@ using kz_lite::getCurrentCUDAStream;
   do {                                                                                    \
     if (!(cond)) {                                                                        \
       ::kz_lite_check_failed(__FILE__, __LINE__, #cond,                                   \
-                             ::kz_lite::message("", ##__VA_ARGS__).text);                   \
+                             ::kz_lite::message("", ##__VA_ARGS__).text);                 \
     }                                                                                     \
   } while (0)
 
@@ -652,7 +652,7 @@ namespace kz_lite {
     if (_kz_err != cudaSuccess) {                                                         \
       ::kz_lite_check_failed(                                                             \
           __FILE__, __LINE__, #EXPR,                                                      \
-          ::kz_lite::message("CUDA error: ", cudaGetErrorString(_kz_err)).text);            \
+          ::kz_lite::message("CUDA error: ", cudaGetErrorString(_kz_err)).text);          \
     }                                                                                     \
   } while (0)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())
