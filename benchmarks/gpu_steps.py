@@ -252,10 +252,11 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
     slots_asked = dict(filter(None, (_slots_asked_estimate(r) for r in rows)))
   gaps, covered, started, long_gaps, waited_through = [], 0.0, [], [], 0.0
   fenced, slot_waits = [0.0, 0.0], [0.0, 0.0]  # (all gaps, the long ones)
+  shared_spans = [(s, e) for s, e, _ in shared]
   for (_, end, _), (start, _, _) in zip(alone, alone[1:]):
     gap = max(0.0, start - end)
     gaps.append(gap)
-    covered += _union_within([(s, e) for s, e, _ in shared], end, start)
+    covered += _union_within(shared_spans, end, start)
     started.append(sum(1 for s, _, _ in shared if end <= s < start))
     within = (_union_within(startups, end, start),
               min(gap, max(0.0, start - slots_asked.get(round(start, 3), start))))
