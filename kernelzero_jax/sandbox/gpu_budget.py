@@ -76,8 +76,9 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
       f.close()
     files.clear()
 
+  # (An exclusive holder that does not wait never closes the turnstile: none opened for it.)
   gate = (open(_turnstile_path(device_index, lock_dir), "a+")  # pylint: disable=consider-using-with
-          if timings_first and slots > 1 else None)
+          if timings_first and slots > 1 and (wait or not exclusive) else None)
   try:
     if gate is not None and not exclusive and not _pass(gate, wait):
       yield False  # a timing waits for the GPU: no new check now
