@@ -171,10 +171,7 @@ def _turnstile_closed(tmp_path) -> bool:
   """Whether an exclusive holder has gpu_slots' turnstile closed (it waits for slots)."""
   path = gpu_budget._turnstile_path(0, str(tmp_path))  # pylint: disable=protected-access
   with open(path, "a+") as gate:
-    if not gpu_budget.took(gate, fcntl.LOCK_SH):
-      return True
-    fcntl.flock(gate, fcntl.LOCK_UN)
-    return False
+    return not gpu_budget._pass(gate, wait=False)  # pylint: disable=protected-access
 
 
 def _until(condition, timeout_s: float = 10.0) -> None:
