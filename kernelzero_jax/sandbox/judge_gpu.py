@@ -82,13 +82,13 @@ class GpuSteps:
         return
       stages = self.verdict.stage_seconds
       stages["gpu_wait"] = round(stages.get("gpu_wait", 0.0) + time.perf_counter() - t0, 3)
-      if exclusive or slots == 1:  # when it asked for the slots, and when it got them
-        self.verdict.evidence.setdefault("alone_asked", []).append(
-            [round(asked_at, 3), round(time.time(), 3)])
+      got_at, alone = round(time.time(), 3), exclusive or slots == 1
+      if alone:  # when it asked for the slots, and when it got them (the hold's start)
+        self.verdict.evidence.setdefault("alone_asked", []).append([round(asked_at, 3), got_at])
       # Wall-clock bounds of every hold and the slots it took, so that a run's holds can be
       # laid side by side (how many judges had the GPU at once, for how long one had it alone,
       # how many slots the shared checks took: benchmarks/gpu_steps.py).
-      hold = [round(time.time(), 3), None, "alone" if exclusive or slots == 1 else "shared",
+      hold = [got_at, None, "alone" if alone else "shared",
               gpu_budget.slots_taken(slots, exclusive, width)]
       self.verdict.evidence.setdefault("gpu_holds", []).append(hold)
       try:
