@@ -233,13 +233,10 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
   shared = [h for h in holds if h[2] != "alone"]
   if len(alone) < 2:
     return {"gaps": 0}
-  asked = []  # (asked at, its alone hold's start) of each judge's first alone hold after a fence
-  for r in rows:
-    evidence = r.get("evidence") or {}
-    waited = (evidence.get("fence_wait_s") or {}).get("timing")
-    mine = [h for h in _holds(r) if h[2] == "alone"]
-    if mine and isinstance(waited, (int, float)):
-      asked.append((mine[0][0] - waited, mine[0][0]))
+  # (asked at, its alone hold's start) of each candidate timing after its checks, whose wait
+  # for the fence evidence["fence_wait_s"]["timing"] is (_timing_after_checks)
+  asked = [(hold[0] - waited, hold[0]) for _, hold, waited in
+           filter(None, (_timing_after_checks(r) for r in rows))]
   startups = [(float(h[1]), float(h[2])) for r in rows
               for h in (r.get("evidence") or {}).get("fence_holds") or []
               if len(h) == 3 and h[0] not in TIMING_FENCES and h[2] >= h[1]]
@@ -284,20 +281,30 @@ def timing_gaps(rows: list[dict], long_s: float = 0.4) -> dict[str, Any]:
                                                                      bool(slots_asked))}}
 
 
+def _timing_after_checks(verdict: dict[str, Any]) -> tuple[tuple, tuple, float] | None:
+  """(its checks' hold, its timing's alone hold, the timing's wait for the start-up fence) of a
+  verdict whose candidate was timed after its checks (Judge._timed_apart: the first alone hold
+  that follows a shared one, with evidence["fence_wait_s"]["timing"]); None for one timed
+  otherwise (in the hold of its whole evaluation) or not at all. The reference measured first
+  (Judge._reference_first) holds the GPU alone before the checks, with a fence of its own."""
+  waited = ((verdict.get("evidence") or {}).get("fence_wait_s") or {}).get("timing")
+  if not isinstance(waited, (int, float)):
+    return None
+  holds = _holds(verdict)
+  return next(((before, hold, float(waited)) for before, hold in zip(holds, holds[1:])
+               if hold[2] == "alone" and before[2] == "shared"), None)
+
+
 def _slots_asked_estimate(verdict: dict[str, Any]) -> tuple[float, float] | None:
   """(its alone hold's start, when it asked for the slots) for a verdict that does not tell
-  (before evidence["alone_asked"]), where its first alone hold follows a shared one (a timing
-  after its checks, Judge._timed_apart): that hold's end plus the timing's wait for the start-up
-  fence, which it takes between the two (its slot wait is then the rest, up to its start)."""
-  evidence = verdict.get("evidence") or {}
-  waited = (evidence.get("fence_wait_s") or {}).get("timing")
-  holds = _holds(verdict)
-  for before, hold in zip(holds, holds[1:]):
-    if hold[2] == "alone":
-      if before[2] != "shared" or not isinstance(waited, (int, float)):
-        return None
-      return round(hold[0], 3), min(hold[0], before[1] + waited)
-  return None
+  (before evidence["alone_asked"]) where its candidate was timed after its checks
+  (_timing_after_checks): the checks' hold's end plus the timing's wait for the start-up fence,
+  which it takes between the two (its slot wait is then the rest, up to its start)."""
+  found = _timing_after_checks(verdict)
+  if found is None:
+    return None
+  before, hold, waited = found
+  return round(hold[0], 3), min(hold[0], before[1] + waited)
 
 
 # The start-up fence's holds that are timings (Judge._fence's names); the others are start-ups.

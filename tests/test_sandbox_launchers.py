@@ -733,6 +733,13 @@ def test_the_gaps_between_timings_and_the_checks_in_them():
   assert (told["over_0.4s"]["startups_fenced_s"], told["over_0.4s"][
       "next_timing_waited_for_slots_s"]) == (0.5, 0.3)
   assert gpu_steps.timing_gaps([holds((1.0, 2.0, "alone"))]) == {"gaps": 0}
+  # The reference measured first (alone at 12.0) before the checks: the timing's fence wait is
+  # its candidate's timing's (at 13.5, asked at 12.0, through the gap 12.3-13.5), not the
+  # reference's (which would put its asking at 10.5, through the gap 11-12).
+  first = gpu_steps.timing_gaps([holds((10.0, 11.0, "alone")), holds(
+      (12.0, 12.3, "alone"), (12.4, 12.6, "shared"), (13.5, 13.8, "alone"), waited=1.5)])
+  assert first["over_0.4s"]["another_timing_waited_through_s"] == 1.2
+  assert first["next_timing_waited_for_slots_s"] == 0.0  # 12.6 + 1.5, past 13.5
 
 
 def test_the_slots_the_shared_holds_took_laid_side_by_side():
