@@ -307,6 +307,46 @@ def _slots_asked_estimate(verdict: dict[str, Any]) -> tuple[float, float] | None
   return round(hold[0], 3), min(hold[0], before[1] + waited)
 
 
+def new_workers(rows: list[dict], per_worker: int = 8) -> dict[str, Any]:
+  """The workers a batch started (evidence["worker_start"] other than "kept"), by why, read from
+  each judge process's jobs in turn (evidence["judge_process"]): its first job's; one after a
+  job that failed (its worker killed); one the pool chose to be fresh (a reference that passes
+  rarely: evidence["worker_choice"]); one after the last kept worker served `per_worker`
+  candidates (SandboxConfig.candidates_per_worker, 8 on a GPU by default); or other (a lite
+  build that failed in its prebuilder, a kept worker that failed its look). With each kind's
+  seconds of start-up steps taken with the start-up fence held ("device" and "observers",
+  worker.py), which keep timings out; a kept worker takes none."""
+  by_judge: dict[Any, list[tuple[int, dict]]] = collections.defaultdict(list)
+  for r in rows:
+    process = (r.get("evidence") or {}).get("judge_process") or {}
+    if isinstance(process.get("job"), int):
+      by_judge[process.get("pid")].append((process["job"], r))
+  counts: collections.Counter = collections.Counter()
+  fenced: dict[str, float] = collections.defaultdict(float)
+  for jobs in by_judge.values():
+    jobs.sort(key=lambda job: job[0])
+    served, before = 0, None
+    for number, r in jobs:
+      evidence = r.get("evidence") or {}
+      start = evidence.get("worker_start")
+      if start == "kept":
+        served = int((evidence.get("worker_reuse") or {}).get("served") or served) + 1
+      elif start is not None:
+        why = ("first_job" if number == 1 or before is None
+               else "after_a_failure" if not before.get("correct")
+               else "fresh_by_pass_rate" if (evidence.get("worker_choice") or {}).get(
+                   "fresh_worker")
+               else "served_all" if served >= per_worker else "other")
+        counts[why] += 1
+        steps = (evidence.get("startup_seconds") or {}).get("worker") or {}
+        fenced[why] += sum(float(steps.get(k) or 0.0) for k in ("device", "observers"))
+        served = 1
+      before = r
+  return {"kept": sum(1 for r in rows if (r.get("evidence") or {}).get("worker_start") == "kept"),
+          "started": {why: counts[why] for why in sorted(counts)},
+          "fenced_s": {why: round(fenced[why], 1) for why in sorted(counts)}}
+
+
 # The start-up fence's holds that are timings (Judge._fence's names); the others are start-ups.
 TIMING_FENCES = ("timing", "candidate_timing", "reference_timing", "reference_first")
 
@@ -936,6 +976,8 @@ def _define_flags() -> None:
   flags.DEFINE_integer("num_audits", 2, "Audited calls per timing (SandboxConfig.num_audits).")
   flags.DEFINE_integer("num_correct_trials", 5,
                        "Checks before the timing (SandboxConfig.num_correct_trials).")
+  flags.DEFINE_integer("per_worker", 8, "Candidates a worker served at most in the run "
+                       "(SandboxConfig.candidates_per_worker).")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -962,6 +1004,8 @@ def main(argv: list[str]) -> None:
   timeline = hold_timeline(rows)
   print("\nGPU holds side by side:", timeline)
   print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
+  print("\nthe workers started, by why, and their start-ups' seconds with the fence held:",
+        new_workers(rows, args.per_worker))
   print("\nthe forwards alone in those holds (s), and the bound they leave:",
         forward_floor(rows, args.warmup, args.num_audits, timeline.get("busy_s")))
   print("\na timing's calls beyond the forward time they measured (ms a call):",

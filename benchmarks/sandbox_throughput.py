@@ -129,7 +129,7 @@ from benchmarks import faulty_candidates
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_timings,
-                                   hold_timeline, timing_gaps,
+                                   hold_timeline, new_workers, timing_gaps,
                                    left_after_release, message_costs,
                                    rounded_median as _median, timing_calls_beyond,
                                    timing_trials_summary, timing_wall_ratios, times_against,
@@ -674,6 +674,7 @@ def run() -> dict:
                        if "build_to_hold_s" in (ev := r.get("evidence") or {})])
     holds = hold_timeline(rows)
     gaps = timing_gaps(rows)
+    started = new_workers(rows, config.worker_candidates())
     left = left_after_release(rows)
     count = lambda key: sum(bool((r.get("evidence") or {}).get(key)) for r in rows)
     reused, alone, wide, oom, weights = (
@@ -707,7 +708,8 @@ def run() -> dict:
                      "medians": by_backend,
                      "startup_medians": startup, "gpu_step_medians": steps,
                      "build_to_hold_s": to_hold,
-                     "gpu_holds": holds, "timing_gaps": gaps, "left_after_release": left,
+                     "gpu_holds": holds, "timing_gaps": gaps, "new_workers": started,
+                     "left_after_release": left,
                      "timing_target_s": config.timing_target_s,
                      "timing_precision": config.timing_precision,
                      "min_trials": config.min_trials, "warmup": config.warmup,
@@ -771,6 +773,8 @@ def run() -> dict:
       print("GPU holds side by side: " + ", ".join(f"{k} {v}" for k, v in holds.items()))
     if gaps["gaps"]:  # ...and what the gaps between timings held (gpu_steps.timing_gaps)
       print("gaps between timings: " + ", ".join(f"{k} {v}" for k, v in gaps.items()))
+    if started["started"]:  # ...and the workers started, whose start-ups the fence held
+      print("new workers by why: " + ", ".join(f"{k} {v}" for k, v in started.items()))
     if left["releases"]:  # ...and what judges kept allocated when they let go of a hold
       print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
     print(f"timing trials (target {config.timing_target_s} s, precision "

@@ -742,6 +742,35 @@ def test_the_gaps_between_timings_and_the_checks_in_them():
   assert first["next_timing_waited_for_slots_s"] == 0.0  # 12.6 + 1.5, past 13.5
 
 
+def test_the_workers_a_batch_started_by_why():
+  """new_workers on hand-made verdicts of two judge processes, in a shuffled order: each new
+  worker's reason read from its judge's previous job, and its fenced start-up seconds."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+
+  def job(pid, number, start, correct=True, served=None, fresh=False, device=1.0):
+    evidence = {"judge_process": {"pid": pid, "job": number}, "worker_start": start,
+                "startup_seconds": {"worker": {"device": device, "observers": 0.25}}}
+    if served is not None:
+      evidence["worker_reuse"] = {"served": served, "kept": True}
+    if fresh:
+      evidence["worker_choice"] = {"pass_rate": 0.2, "fresh_worker": True}
+    return {"correct": correct, "evidence": evidence}
+
+  rows = [job(1, 1, "fork"), job(1, 2, "kept", served=1),
+          job(1, 3, "forkserver", device=2.0),  # its kept worker served 2 of 2
+          job(1, 4, "forkserver", fresh=True, correct=False),
+          job(1, 5, "forkserver"),  # after job 4's failure
+          job(1, 6, "forkserver", device=1.5),  # after a worker that served 1 of 2: not told
+          job(2, 1, "forkserver", correct=False), job(2, 2, "fork"), {"evidence": {}}]
+  got = gpu_steps.new_workers(rows[::-1], per_worker=2)
+  assert got == {"kept": 1,
+                 "started": {"after_a_failure": 2, "first_job": 2, "fresh_by_pass_rate": 1,
+                             "other": 1, "served_all": 1},
+                 "fenced_s": {"after_a_failure": 2.5, "first_job": 2.5,
+                              "fresh_by_pass_rate": 1.2, "other": 1.8, "served_all": 2.2}}
+  assert gpu_steps.new_workers([]) == {"kept": 0, "started": {}, "fenced_s": {}}
+
+
 def test_the_slots_the_shared_holds_took_laid_side_by_side():
   """hold_timeline's slot counts on hand-made holds that record their slots (the 4th field):
   the seconds in which the shared holders took 1, 2, ... slots in all, none while a hold alone
