@@ -309,13 +309,14 @@ def _slots_asked_estimate(verdict: dict[str, Any]) -> tuple[float, float] | None
 
 def new_workers(rows: list[dict], per_worker: int = 8) -> dict[str, Any]:
   """The workers a batch started (evidence["worker_start"] other than "kept"), by why, read from
-  each judge process's jobs in turn (evidence["judge_process"]): its first job's; one after a
-  job that failed (its worker killed); one the pool chose to be fresh (a reference that passes
-  rarely: evidence["worker_choice"]); one after the last kept worker served `per_worker`
-  candidates (SandboxConfig.candidates_per_worker, 8 on a GPU by default); or other (a lite
-  build that failed in its prebuilder, a kept worker that failed its look). With each kind's
-  seconds of start-up steps taken with the start-up fence held ("device" and "observers",
-  worker.py), which keep timings out; a kept worker takes none."""
+  each judge process's jobs in turn (evidence["judge_process"]), the first reason that holds, in
+  this order: its first job's; one after a job that failed (its worker killed); one the pool
+  chose to be fresh (a reference that passes rarely: evidence["worker_choice"]); one after the
+  last kept worker served `per_worker` candidates (SandboxConfig.candidates_per_worker, 8 on a
+  GPU by default); or other (a lite build that failed in its prebuilder, a kept worker that
+  failed its look, a job that took no kept worker). With each kind's seconds of start-up steps
+  taken with the start-up fence held ("device" and "observers", worker.py), which keep timings
+  out; a kept worker takes none."""
   by_judge: dict[Any, list[tuple[int, dict]]] = collections.defaultdict(list)
   for r in rows:
     process = (r.get("evidence") or {}).get("judge_process") or {}
