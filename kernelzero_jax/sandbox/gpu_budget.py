@@ -50,9 +50,10 @@ def gpu_slots(device_index: int, slots: int = 1, exclusive: bool = True,
   closed). A waiting timing then waits for the checks under way only. Without it, checks that
   start while the timing takes the slots in index order take those it has not reached. (In a
   batch of 259 on an H200, 70 of the 258 gaps between timings lasted 0.4-2.5 s, 69 s in all,
-  3-9 checks starting in each while the next timing waited: for these slots or for the
-  start-up fence, those verdicts do not tell; BENCHMARKS.md.) No deadlock: a holder takes the
-  turnstile holding no slot, and the exclusive one waits for slots only."""
+  and by an estimate from those verdicts the next timing waited for these slots through 28.7 s
+  of them, and the rest of its wait was for the start-up fence: gpu_steps.timing_gaps,
+  BENCHMARKS.md.) No deadlock: a holder takes the turnstile holding no slot, and the exclusive
+  one waits for slots only."""
   width = slots_taken(slots, exclusive, width)
   groups = [range(g * width, (g + 1) * width) for g in range(slots // width)]
   order = list(range(len(groups)))
