@@ -167,8 +167,13 @@ class SandboxConfig:
   # ...with the pages registered before the GPU hold in which the model moves, under the start-up
   # fence (host_registration.register_ahead), the hold keeping only the copy and the
   # unregistering: of level-2 problem 59's whole-GPU hold (2.9 s a candidate in a batch on an
-  # H200), registering its two 4 GiB models took 0.6-1.8 s, the copies 0.16 s. Not measured on a
-  # GPU yet, so off (sandbox_throughput's path token `regahead` turns it on).
+  # H200), registering its two 4 GiB models took 0.6-1.8 s, the copies 0.16 s. In a batch of 259
+  # on an H200 (BENCHMARKS.md, "A reward's speedup band on an H200"; gpu_steps on its verdicts)
+  # problem 59's holds fell from 2.61 to 1.79 s at the median, but the 85 judges of 16 MiB or
+  # more of weights spent 4.7 s at the median in that step (the fence's wait, then registering;
+  # not under a hold), and the batch ran at 75.9 a minute against 75.0 beside it (`noledger`),
+  # within the default's spread between runs: off (sandbox_throughput's path token `regahead`
+  # turns it on).
   register_uploads_ahead: bool = False
   # Judges of one pool share what they learnt about a reference alone (its degenerate flags; on
   # the GPU, its timing) with the other judges of the same reference and config, which then skip
