@@ -86,8 +86,8 @@ class SandboxConfig:
   # only for the checks under way (gpu_budget.gpu_slots' turnstile); without it, checks that
   # start meanwhile take the slots it has not reached yet. On an H100 a batch ran at 1.00x with
   # it (259 candidates) and 0.96x (151, with the speedup band), bound there by holds of the whole
-  # GPU (BENCHMARKS.md, "`tfirst`"); the H200, where the slot waits were, is not measured: off
-  # (sandbox_throughput's path token `tfirst`).
+  # GPU (BENCHMARKS.md, the two sections named for `tfirst`); the H200, where the slot waits
+  # were, is not measured: off (sandbox_throughput's path token `tfirst`).
   timings_first: bool = False
   # With gpu_concurrency > 1: a judge whose problem is small enough for every judge on the GPU
   # to keep a check's memory outside the slots (gpu_budget.memory_kept_fits) keeps its memory from
