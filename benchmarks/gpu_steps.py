@@ -765,6 +765,27 @@ def speed_terms_against(rows: list[dict], others: list[dict],
           "band": list(ends) or None, "crossed": crossed}
 
 
+def prebuilds_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
+  """Two judgings of one batch, name by name: each CUDA candidate that its prebuilder built in
+  both (evidence["cuda_prebuild"]: ok, with its seconds), the build's seconds in each; their
+  medians, the median of each candidate's difference (`others` less `rows`) and the ratio of
+  their sums (`others` over `rows`). Where two paths build differently (a path token such as
+  `stdtext`), this is the build's own change, apart from where in the batch each ran."""
+  def built_s(row: dict | None) -> float | None:
+    done = ((row or {}).get("evidence") or {}).get("cuda_prebuild") or {}
+    seconds = done.get("seconds")
+    return float(seconds) if done.get("ok") and isinstance(seconds, (int, float)) else None
+
+  theirs = {r["name"]: r for r in others}
+  pairs = [(a, b) for a, b in ((built_s(r), built_s(theirs.get(r["name"]))) for r in rows)
+           if a is not None and b is not None]
+  mine = sum(a for a, _ in pairs)
+  return {"n": len(pairs), "median_s": rounded_median([a for a, _ in pairs]),
+          "others_median_s": rounded_median([b for _, b in pairs]),
+          "median_difference_s": rounded_median([b - a for a, b in pairs]),
+          "others_over_these": round(sum(b for _, b in pairs) / mine, 3) if mine > 0 else None}
+
+
 def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Per KernelBench level (the problem's name up to "/"), medians over the correct verdicts of
   what lies on a CUDA candidate's way to its verdict: its judge's wait for the start-up fence to
@@ -1040,6 +1061,7 @@ def main(argv: list[str]) -> None:
     print("the other run's times and speedups against these (%):", times_against(rows, others))
     print("the speed term S of the default reward (rewards.RewardConfig) in both:",
           speed_terms_against(rows, others))
+    print("the CUDA prebuilders' builds in both (s):", prebuilds_against(rows, others))
   if flags.FLAGS.apps_csv:
     print("\nGPU memory outside the holds:",
           memory_outside_holds(rows, read_apps(flags.FLAGS.apps_csv)))

@@ -494,6 +494,23 @@ def test_the_benchmarks_compare_two_judgings_speed_terms_and_the_rewarded_bands_
       "n": 0, "differ": 0, "sum_abs": 0.0, "max_abs": 0.0, "band": [1.0, 3.0], "crossed": []}
 
 
+def test_the_benchmarks_compare_two_judgings_prebuilds_name_by_name():
+  """gpu_steps.prebuilds_against: only candidates whose prebuilder built them in both count."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  row = lambda name, seconds, ok=True: {
+      "name": name, "evidence": {"cuda_prebuild": {"ok": ok, "seconds": seconds}}}
+  rows = [row("a", 2.0), row("b", 3.0), row("c", 4.0), row("failed", 1.0, ok=False),
+          {"name": "triton", "evidence": {}}, row("alone", 9.0)]
+  others = [row("a", 1.5), row("b", 2.0), row("c", 3.5), row("failed", 1.0),
+            {"name": "triton"}]
+  assert gpu_steps.prebuilds_against(rows, others) == {
+      "n": 3, "median_s": 3.0, "others_median_s": 2.0, "median_difference_s": -0.5,
+      "others_over_these": 0.778}
+  assert gpu_steps.prebuilds_against([], others) == {
+      "n": 0, "median_s": None, "others_median_s": None, "median_difference_s": None,
+      "others_over_these": None}
+
+
 def test_the_benchmarks_sum_the_timings_fence_waits_with_the_gpu_held_apart_from_those_before():
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   row = lambda waits, first=False: {"evidence": {"fence_wait_s": waits,
