@@ -82,7 +82,9 @@ at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, lig
 with `tfirst`, a timing that waits for the GPU keeps new checks off it
 (SandboxConfig.timings_first, gpu_budget.gpu_slots' turnstile); with `stdtext`, every lite .cu
 built with the standard text headers, as before 2026-12-06, not only one that names what they
-declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source).
+declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source); with `wkX` (e.g. `wk0.15`),
+judges' model weights kept on the GPU between holds up to X of its memory instead of
+SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -151,13 +153,14 @@ PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alo
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
              "[:skiplight][:tfirst][:stdtext]"
-             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H]")
+             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
 WORKER_TOKEN = re.compile(r"w[1-9]\d*")
 WARMUP_TOKEN = re.compile(r"wu[1-9]\d*")
 PRECISION_TOKEN = re.compile(r"prec(0|0?\.\d+)")
+WEIGHTS_SHARE_TOKEN = re.compile(r"wk(0?\.\d+)")
 MIN_TRIALS_TOKEN = re.compile(r"mt[1-9]\d*")
 BAND_TOKEN = re.compile(r"band(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?|inf)")
 
@@ -370,6 +373,9 @@ class BenchPath(NamedTuple):
   timings_first: bool = False
   # every lite .cu with the standard text headers (KZ_LITE_STD_TEXT_ALWAYS, lite_build.py)
   std_text_always: bool = False
+  # the share of the GPU's memory that judges' weights may take between holds (None:
+  # SandboxConfig.weights_kept_share's)
+  weights_kept_share: float | None = None
 
 
 def parse_path(path: str) -> BenchPath:
@@ -401,11 +407,12 @@ def parse_path(path: str) -> BenchPath:
   `keepall`: a kept worker for any candidate, not only where its reference passes often;
   `skiplight`: no fast build after a lite build that the light header cannot mend; `tfirst`: a
   timing waiting for the GPU keeps new checks off it; `stdtext`: every lite .cu with the
-  standard text headers)."""
+  standard text headers; `wkX`: judges' weights kept on the GPU between holds up to X of its
+  memory)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
-  warmup, precision, min_trials, band = None, None, None, None
+  warmup, precision, min_trials, band, weights_share = None, None, None, None, None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -424,6 +431,8 @@ def parse_path(path: str) -> BenchPath:
       precision = float(extra.pop()[4:])
     elif MIN_TRIALS_TOKEN.fullmatch(token) and min_trials is None:
       min_trials = int(extra.pop()[2:])
+    elif WEIGHTS_SHARE_TOKEN.fullmatch(token) and weights_share is None and float(token[2:]) > 0:
+      weights_share = float(extra.pop()[2:])
     elif (found := BAND_TOKEN.fullmatch(token)) and band is None and (
         0 < float(found[1]) < float(found[2])):
       band = (float(found[1]), float(found[2]))
@@ -456,7 +465,7 @@ def parse_path(path: str) -> BenchPath:
                    "pybind" not in flags_given, "emptyfence" in flags_given,
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
                    "keepall" not in flags_given, "skiplight" in flags_given,
-                   "tfirst" in flags_given, "stdtext" in flags_given)
+                   "tfirst" in flags_given, "stdtext" in flags_given, weights_share)
 
 
 def _server_env(path: BenchPath):
@@ -629,7 +638,10 @@ def run() -> dict:
                                      else 0.0),
                                  skip_light_after_lite_errors=(
                                      base.skip_light_after_lite_errors or path.skip_light),
-                                 timings_first=base.timings_first or path.timings_first)
+                                 timings_first=base.timings_first or path.timings_first,
+                                 weights_kept_share=(
+                                     base.weights_kept_share if path.weights_kept_share is None
+                                     else path.weights_kept_share))
     parallel = path.parallel or _PARALLEL.value
     # Each verdict as it comes, so that a run stopped at its time limit keeps what finished.
     log_path = f"{_OUT.value}.{name.replace(':', '_')}.verdicts.jsonl"
@@ -702,7 +714,7 @@ def run() -> dict:
                      "gpu_concurrency": config.gpu_concurrency, "reference_reused": reused,
                      "reference_first": first,
                      "checks_alone": alone, "checks_wide": wide, "shared_gpu_oom": oom,
-                     "weights_apart": weights,
+                     "weights_apart": weights, "weights_kept_share": config.weights_kept_share,
                      "triton_precompile": precompiled, "cuda_prebuild": prebuilt,
                      "fused_compare": fused_summary,
                      "medians": by_backend,

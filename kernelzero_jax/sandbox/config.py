@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kernelzero_jax.sandbox.gpu_budget import CHECK_MEMORY_SHARE, WEIGHTS_KEPT_SHARE
+
 # name -> {dtype: (atol, rtol)}; "*" applies to every dtype not listed.
 TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
     # The paper's setting: atol = rtol = 1e-2 for every dtype.
@@ -102,6 +104,14 @@ class SandboxConfig:
   # 24 judges, 85 of a batch of 259 (75 level-2 GEMMs of 256 MiB, 10 of problem 59) then ran
   # alone for it.
   weights_ledger: bool = True
+  # The share of a GPU's memory that judges' model weights may take between their holds (the
+  # ledger's bound, or weights_kept_fit's): gpu_budget.WEIGHTS_KEPT_SHARE, 0.1, beside the
+  # checks' CHECK_MEMORY_SHARE (0.8), which leaves a tenth for the allocators' slack. On an H200,
+  # in a batch of 259 (2026-12-06), level-2 problem 59 (4 GiB of weights, 8 GiB for a judge)
+  # found 7.5-11.5 GiB of the 14 kept by others, so each of its 10 candidates ran its whole
+  # evaluation alone (2.33 s held at the median, a fifth of the batch's alone holds); 0.14 would
+  # have kept all of them. A larger share is not measured on a GPU (benchmarks' path token `wkX`).
+  weights_kept_share: float = WEIGHTS_KEPT_SHARE
   # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
   # when they start (judge_gpu.warm_up_device), instead of under the GPU hold.
   judge_warm_up: bool = True
@@ -299,6 +309,10 @@ class SandboxConfig:
     if not 0 <= self.keep_worker_min_pass_rate <= 1:
       raise ValueError("keep_worker_min_pass_rate must be in [0, 1] (0: every candidate may "
                        f"take a kept worker), got {self.keep_worker_min_pass_rate}")
+    if not 0 < self.weights_kept_share <= 1 - CHECK_MEMORY_SHARE + 1e-9:  # (1 - 0.8 is 0.1999...)
+      raise ValueError("weights_kept_share must be in (0, 1 - gpu_budget.CHECK_MEMORY_SHARE] = "
+                       f"(0, {1 - CHECK_MEMORY_SHARE:.2f}] (checks may fill the rest), got "
+                       f"{self.weights_kept_share}")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

@@ -221,21 +221,23 @@ def memory_kept_fits(one_check_bytes: int, slots: int, gpu_bytes: int, judges: i
 WEIGHTS_KEPT_SHARE = 0.1
 
 
-def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1) -> bool:
+def weights_kept_fit(weight_bytes: int, gpu_bytes: int, judges: int = 1,
+                     share: float = WEIGHTS_KEPT_SHARE) -> bool:
   """Whether a judge may keep its problem's weights on the GPU between its holds (its reference
   uploaded at its start-up, its worker's model kept from one hold to the next): when every one
-  of the `judges` judges on the GPU could keep as much, twice over, in WEIGHTS_KEPT_SHARE of it.
-  Otherwise its whole evaluation runs in one hold of the whole GPU, its reference uploaded in it
-  (Judge._weights_apart)."""
-  return judges * 2 * weight_bytes <= WEIGHTS_KEPT_SHARE * gpu_bytes
+  of the `judges` judges on the GPU could keep as much, twice over, in `share` of it
+  (SandboxConfig.weights_kept_share). Otherwise its whole evaluation runs in one hold of the
+  whole GPU, its reference uploaded in it (Judge._weights_apart)."""
+  return judges * 2 * weight_bytes <= share * gpu_bytes
 
 
 @contextlib.contextmanager
 def weights_kept(device_index: int, weight_bytes: int, gpu_bytes: int,
-                 lock_dir: str | None = None) -> Iterator[tuple[bool, int]]:
+                 lock_dir: str | None = None,
+                 share: float = WEIGHTS_KEPT_SHARE) -> Iterator[tuple[bool, int]]:
   """A place in one GPU's ledger of the model weights that judges keep on it between their
   holds, for twice `weight_bytes` (a judge's reference and its worker's candidate), where the
-  places held and this one fit WEIGHTS_KEPT_SHARE of `gpu_bytes`: yields (whether it has one,
+  places held and this one fit `share` of `gpu_bytes`: yields (whether it has one,
   the bytes the other places hold), the place kept until the context ends. The same bound as
   weights_kept_fit's, counted over the judges that keep weights now instead of over every judge
   that could (on an H100 with 24 judges, every level-2 GEMM's 256 MiB judge ran its whole
@@ -249,7 +251,7 @@ def weights_kept(device_index: int, weight_bytes: int, gpu_bytes: int,
   with open(os.path.join(directory, "ledger.lock"), "a+") as ledger:
     fcntl.flock(ledger, fcntl.LOCK_EX)  # one judge at a time reads and adds to the ledger
     others = _kept_bytes(directory)
-    if others + need <= WEIGHTS_KEPT_SHARE * gpu_bytes:
+    if others + need <= share * gpu_bytes:
       place = tempfile.NamedTemporaryFile(  # pylint: disable=consider-using-with
           "w", dir=directory, prefix=f"{os.getpid()}.", suffix=".place", delete=False)
       fcntl.flock(place, fcntl.LOCK_EX)

@@ -340,7 +340,8 @@ class GpuSteps:
     if self.cfg.weights_ledger:
       place = contextlib.ExitStack()
       kept, others = place.enter_context(
-          gpu_budget.weights_kept(self.device.index or 0, weights, total))
+          gpu_budget.weights_kept(self.device.index or 0, weights, total,
+                                  share=self.cfg.weights_kept_share))
       if kept:  # given back when the evaluation ends (Judge.run)
         self._weights_place = place
         return False
@@ -348,7 +349,7 @@ class GpuSteps:
       self.verdict.evidence["weights_apart"] = {"weight_bytes": weights, "gpu_bytes": total,
                                                 "kept_by_others_bytes": others}
       return True
-    if gpu_budget.weights_kept_fit(weights, total, judges):
+    if gpu_budget.weights_kept_fit(weights, total, judges, self.cfg.weights_kept_share):
       return False
     self.verdict.evidence["weights_apart"] = {"weight_bytes": weights, "gpu_bytes": total,
                                               "judges_on_gpu": judges}
