@@ -786,6 +786,28 @@ def prebuilds_against(rows: list[dict], others: list[dict]) -> dict[str, Any]:
           "others_over_these": round(sum(b for _, b in pairs) / mine, 3) if mine > 0 else None}
 
 
+def weights_apart_by_problem(rows: list[dict]) -> dict[str, dict[str, Any]]:
+  """Per problem, the judges whose weights were kept off the GPU between holds for want of room
+  in the ledger (evidence["weights_apart"] with "kept_by_others_bytes": Judge._weights_apart),
+  whose whole evaluations held the GPU alone: how many, their weights (GiB), what the other
+  judges kept when each asked (GiB, least and most), the smallest share of the GPU's memory
+  (SandboxConfig.weights_kept_share) with which every one of them would have kept its own (the
+  others' and twice its own), and the GPU-seconds they held (held_seconds)."""
+  gib = 2.0 ** 30
+  found = collections.defaultdict(list)  # problem -> [(others, weights, total, held s)]
+  for r in rows:
+    apart = (r.get("evidence") or {}).get("weights_apart") or {}
+    sizes = [apart.get(k) for k in ("kept_by_others_bytes", "weight_bytes", "gpu_bytes")]
+    if all(isinstance(x, (int, float)) for x in sizes) and sizes[2] > 0:
+      found[str(r.get("problem"))].append((*sizes, held_seconds(r)))
+  return {problem: {"n": len(judges), "weight_gib": round(max(j[1] for j in judges) / gib, 2),
+                    "others_gib": [round(min(j[0] for j in judges) / gib, 2),
+                                   round(max(j[0] for j in judges) / gib, 2)],
+                    "share_to_keep": round(max((j[0] + 2 * j[1]) / j[2] for j in judges), 3),
+                    "held_s": round(sum(j[3] for j in judges), 2)}
+          for problem, judges in sorted(found.items())}
+
+
 def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Per KernelBench level (the problem's name up to "/"), medians over the correct verdicts of
   what lies on a CUDA candidate's way to its verdict: its judge's wait for the start-up fence to
@@ -1049,6 +1071,8 @@ def main(argv: list[str]) -> None:
         f"ratios): {disturbance_classes(rows)}")
   print("\ntimings against their copies' median, beside another's CUDA context start-up or "
         "clear of one (%):", timings_beside_startups(rows))
+  print("\njudges whose weights the ledger had no room for, by problem:",
+        weights_apart_by_problem(rows))
   print("\na candidate's waits for the start-up fence beside its build, by level (medians of "
         "the correct, s):", fence_waits_by_level(rows))
   if flags.FLAGS.smi_csv:
