@@ -378,6 +378,16 @@ class BenchPath(NamedTuple):
   weights_kept_share: float | None = None
 
 
+def _weights_share_allowed(share: float) -> bool:
+  """Whether SandboxConfig takes this weights_kept_share (its own check), so that a path that
+  asks for more fails when the paths are read, not when its turn comes after another's run."""
+  try:
+    SandboxConfig(weights_kept_share=share)
+  except ValueError:
+    return False
+  return True
+
+
 def parse_path(path: str) -> BenchPath:
   """PATH_FORM -> BenchPath (`nopre`: no Triton precompiler, no CUDA prebuilder; `serial`: no
   reference computed during a candidate's run; `torchcmp`: outputs compared with torch's ops
@@ -431,7 +441,8 @@ def parse_path(path: str) -> BenchPath:
       precision = float(extra.pop()[4:])
     elif MIN_TRIALS_TOKEN.fullmatch(token) and min_trials is None:
       min_trials = int(extra.pop()[2:])
-    elif WEIGHTS_SHARE_TOKEN.fullmatch(token) and weights_share is None and float(token[2:]) > 0:
+    elif (WEIGHTS_SHARE_TOKEN.fullmatch(token) and weights_share is None
+          and _weights_share_allowed(float(token[2:]))):
       weights_share = float(extra.pop()[2:])
     elif (found := BAND_TOKEN.fullmatch(token)) and band is None and (
         0 < float(found[1]) < float(found[2])):

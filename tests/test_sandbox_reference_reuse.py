@@ -330,7 +330,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
               "zygote:fast:skiplight:skiplight", "zygote:fast:tfirst:tfirst",
               "zygote:fast:stdtext:stdtext", "zygote:fast:wk0", "zygote:fast:wk0.0",
-              "zygote:fast:wk1", "zygote:fast:wk0.1:wk0.2",
+              "zygote:fast:wk1", "zygote:fast:wk0.1:wk0.2", "zygote:fast:wk0.5",
               "zygote:fast:capi"):
     with pytest.raises(app.UsageError, match="LAUNCHER:BUILD"):
       parse_path(bad)
