@@ -792,20 +792,37 @@ def weights_apart_by_problem(rows: list[dict]) -> dict[str, dict[str, Any]]:
   whose whole evaluations held the GPU alone: how many, their weights (GiB), what the other
   judges kept when each asked (GiB, least and most), the smallest share of the GPU's memory
   (SandboxConfig.weights_kept_share) with which every one of them would have kept its own (the
-  others' and twice its own), and the GPU-seconds they held (held_seconds)."""
+  others' and twice its own), and the GPU-seconds they held (held_seconds). Of those seconds,
+  what a place in the ledger would not have taken out of the GPU's alone time: the reference's
+  upload (`reference_upload_s`; a judge that keeps its weights uploads it at its start-up, under
+  the fence that timings keep apart) and the timings (`timings_s`); the candidate's upload into
+  its worker (`candidate_init_s`, in a kept judge's first shared hold) and the rest
+  (`rest_s`: its checks) are what shared holds could have taken."""
   gib = 2.0 ** 30
-  found = collections.defaultdict(list)  # problem -> [(others, weights, total, held s)]
+  found = collections.defaultdict(list)  # problem -> [(others, weights, total, held s, steps)]
   for r in rows:
-    apart = (r.get("evidence") or {}).get("weights_apart") or {}
+    evidence = r.get("evidence") or {}
+    apart = evidence.get("weights_apart") or {}
     sizes = [apart.get(k) for k in ("kept_by_others_bytes", "weight_bytes", "gpu_bytes")]
     if all(isinstance(x, (int, float)) for x in sizes) and sizes[2] > 0:
-      found[str(r.get("problem"))].append((*sizes, held_seconds(r)))
-  return {problem: {"n": len(judges), "weight_gib": round(max(j[1] for j in judges) / gib, 2),
-                    "others_gib": [round(min(j[0] for j in judges) / gib, 2),
-                                   round(max(j[0] for j in judges) / gib, 2)],
-                    "share_to_keep": round(max((j[0] + 2 * j[1]) / j[2] for j in judges), 3),
-                    "held_s": round(sum(j[3] for j in judges), 2)}
-          for problem, judges in sorted(found.items())}
+      found[str(r.get("problem"))].append(
+          (*sizes, held_seconds(r), evidence.get("gpu_seconds") or {}))
+  split = lambda judges, *names: sum(j[4].get(name, 0.0) for j in judges for name in names)
+  summary = {}
+  for problem, judges in sorted(found.items()):
+    held = sum(j[3] for j in judges)
+    parts = {"reference_upload_s": split(judges, "reference_upload"),
+             "timings_s": split(judges, "candidate_timing", "reference_timing"),
+             "candidate_init_s": split(judges, "candidate_init")}
+    summary[problem] = {
+        "n": len(judges), "weight_gib": round(max(j[1] for j in judges) / gib, 2),
+        "others_gib": [round(min(j[0] for j in judges) / gib, 2),
+                       round(max(j[0] for j in judges) / gib, 2)],
+        "share_to_keep": round(max((j[0] + 2 * j[1]) / j[2] for j in judges), 3),
+        "held_s": round(held, 2),
+        **{name: round(seconds, 2) for name, seconds in parts.items()},
+        "rest_s": round(held - sum(parts.values()), 2)}
+  return summary
 
 
 def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:

@@ -513,24 +513,32 @@ def test_the_benchmarks_compare_two_judgings_prebuilds_name_by_name():
 
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():
   """gpu_steps.weights_apart_by_problem: only the ledger's refusals (they name what others
-  kept); the share that would have kept each is the others' and twice its own, over the GPU."""
+  kept); the share that would have kept each is the others' and twice its own, over the GPU;
+  their held seconds split into the reference's upload, the timings, the candidate's upload and
+  the rest, which add up to them."""
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   gib = 2 ** 30
-  row = lambda problem, others, held, **apart: {
+  row = lambda problem, others, steps: {
       "problem": problem, "evidence": {
           "weights_apart": {"weight_bytes": 4 * gib, "gpu_bytes": 100 * gib,
-                            "kept_by_others_bytes": others, **apart},
-          "gpu_seconds": {"candidate_timing": held}}}
-  rows = [row("level2/59", 6 * gib, 2.0), row("level2/59", 2 * gib, 1.5),
-          row("level2/55", 3 * gib, 1.0),
+                            "kept_by_others_bytes": others},
+          "gpu_seconds": steps}}
+  rows = [row("level2/59", 6 * gib, {"reference_upload": 0.5, "candidate_init": 0.75,
+                                     "candidate_timing": 0.25, "reference_timing": 0.125,
+                                     "candidate_run": 0.375,
+                                     "candidate_construct": 9.0}),  # (not under the hold)
+          row("level2/59", 2 * gib, {"candidate_timing": 1.5}),
+          row("level2/55", 3 * gib, {"candidate_timing": 1.0}),
           {"problem": "level2/56", "evidence": {"weights_apart": {  # without the ledger
               "weight_bytes": 4 * gib, "gpu_bytes": 100 * gib, "judges_on_gpu": 24}}},
           {"problem": "level1/19", "evidence": {}}]
   assert gpu_steps.weights_apart_by_problem(rows) == {
       "level2/55": {"n": 1, "weight_gib": 4.0, "others_gib": [3.0, 3.0], "share_to_keep": 0.11,
-                    "held_s": 1.0},
+                    "held_s": 1.0, "reference_upload_s": 0.0, "timings_s": 1.0,
+                    "candidate_init_s": 0.0, "rest_s": 0.0},
       "level2/59": {"n": 2, "weight_gib": 4.0, "others_gib": [2.0, 6.0], "share_to_keep": 0.14,
-                    "held_s": 3.5}}
+                    "held_s": 3.5, "reference_upload_s": 0.5, "timings_s": 1.88,
+                    "candidate_init_s": 0.75, "rest_s": 0.38}}
   assert gpu_steps.weights_apart_by_problem([]) == {}
 
 
