@@ -18,7 +18,6 @@ import pytest
 from kernelzero_jax import configs
 from kernelzero_jax.assets import make_tiny_tokenizer
 from kernelzero_jax.coder import prompts
-from kernelzero_jax.sandbox.config import SandboxConfig
 from kernelzero_jax.teacher import generator
 from kernelzero_jax.teacher.teach import strip_comments, write
 from kernelzero_jax.tokenizer import load_tokenizer
