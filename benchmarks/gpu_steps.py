@@ -825,6 +825,45 @@ def weights_apart_by_problem(rows: list[dict]) -> dict[str, dict[str, Any]]:
   return summary
 
 
+def constructions_by_problem(rows: list[dict], least_s: float = 1.0) -> dict[str, dict[str, Any]]:
+  """Per problem whose models take a while to build on the CPU (the median of the two below at
+  least `least_s`), the judges' seconds building them, one after the other, outside every hold:
+  the reference at the judge's start-up (every judge of a problem builds the same seeded model;
+  evidence["reference_construct_s"], recorded since 2026-12-07; in older verdicts the start-up's
+  "reference" step of a judge whose weights stayed on the CPU, which then holds no upload, less
+  its wait for a host-memory slot) and
+  the candidate's in its worker (evidence["gpu_seconds"]["candidate_construct"]): medians, their
+  range, and their sum over the problem's judges; with the verdicts' median total. What a
+  reference built once for the pool's judges, or the candidate's built beside it, could
+  spare."""
+  found = collections.defaultdict(list)  # problem -> [(reference s, candidate s, total s)]
+  for r in rows:
+    evidence = r.get("evidence") or {}
+    reference = evidence.get("reference_construct_s")
+    if reference is None and "weights_apart" in evidence:
+      reference = ((evidence.get("startup_seconds") or {}).get("judge") or {}).get("reference")
+      waited = evidence["weights_apart"].get("host_wait_s")  # (for a host-memory slot, before)
+      if isinstance(reference, (int, float)) and isinstance(waited, (int, float)):
+        reference -= waited
+    candidate = (evidence.get("gpu_seconds") or {}).get("candidate_construct")
+    total = (r.get("stage_seconds") or {}).get("total")
+    if isinstance(reference, (int, float)) and isinstance(candidate, (int, float)):
+      found[str(r.get("problem"))].append((float(reference), float(candidate), total))
+  spread = lambda xs: {"median": rounded_median(xs), "range": [round(min(xs), 2),
+                                                               round(max(xs), 2)]}
+  summary = {}
+  for problem, judges in sorted(found.items()):
+    references, candidates = [j[0] for j in judges], [j[1] for j in judges]
+    if max(statistics.median(references), statistics.median(candidates)) < least_s:
+      continue
+    summary[problem] = {
+        "n": len(judges), "reference_s": spread(references), "candidate_s": spread(candidates),
+        "sum_s": round(sum(references) + sum(candidates), 1),
+        "median_total_s": rounded_median([float(j[2]) for j in judges
+                                          if isinstance(j[2], (int, float))])}
+  return summary
+
+
 def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:
   """Per KernelBench level (the problem's name up to "/"), medians over the correct verdicts of
   what lies on a CUDA candidate's way to its verdict: its judge's wait for the start-up fence to
@@ -1092,6 +1131,8 @@ def main(argv: list[str]) -> None:
         weights_apart_by_problem(rows))
   print("\na candidate's waits for the start-up fence beside its build, by level (medians of "
         "the correct, s):", fence_waits_by_level(rows))
+  print("\nmodels built on the CPU for a second or more a judge, by problem (reference at the "
+        "judge's start-up, then the candidate's in its worker; s):", constructions_by_problem(rows))
   if flags.FLAGS.smi_csv:
     print("\nnvidia-smi:", smi_summary(flags.FLAGS.smi_csv))
   for oom in oom_processes(rows):

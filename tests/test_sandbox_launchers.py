@@ -343,6 +343,9 @@ def test_startup_seconds_add_up_to_the_build_stage(both):
                                         "reference"], (launcher, startup)
       steps = list(startup["worker"].values()) + list(startup["judge"].values())
       assert all(s >= 0 for s in steps), (launcher, startup)
+      # The reference's construction is told apart from the rest of its start-up step (its
+      # upload, the fence), which holds it.
+      assert 0 <= v.evidence["reference_construct_s"] <= startup["judge"]["reference"], v
       # The worker's steps are consecutive and end when it answers, before the judge reads it.
       assert sum(startup["worker"].values()) <= v.stage_seconds["build"] + 2e-3, (launcher, v)
       # The judge's process started after the launch and ended after its start-up.
@@ -509,6 +512,30 @@ def test_the_benchmarks_compare_two_judgings_prebuilds_name_by_name():
   assert gpu_steps.prebuilds_against([], others) == {
       "n": 0, "median_s": None, "others_median_s": None, "median_difference_s": None,
       "others_over_these": None}
+
+
+def test_the_benchmarks_say_which_models_took_seconds_to_build_on_the_cpu():
+  """gpu_steps.constructions_by_problem: per problem whose reference or candidate model took
+  `least_s` or more to build at the median, both builds' medians, ranges and sum; the
+  reference's from evidence["reference_construct_s"], or in older verdicts from the start-up's
+  step of a judge whose weights stayed on the CPU, less its host-memory wait; neither
+  otherwise."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  row = lambda problem, candidate, total, **evidence: {
+      "problem": problem, "stage_seconds": {"total": total},
+      "evidence": {"gpu_seconds": {"candidate_construct": candidate}, **evidence}}
+  rows = [row("level2/59", 7.5, 20.0, reference_construct_s=8.5),
+          row("level2/59", 6.5, 24.0, weights_apart={"host_wait_s": 3.0},
+              startup_seconds={"judge": {"reference": 12.5}}),
+          row("level2/12", 0.5, 9.0, reference_construct_s=0.5),  # under least_s
+          # an older verdict whose start-up step held the upload: not counted
+          row("level2/76", 0.5, 9.0, startup_seconds={"judge": {"reference": 8.0}})]
+  assert gpu_steps.constructions_by_problem(rows) == {
+      "level2/59": {"n": 2, "reference_s": {"median": 9.0, "range": [8.5, 9.5]},
+                    "candidate_s": {"median": 7.0, "range": [6.5, 7.5]}, "sum_s": 32.0,
+                    "median_total_s": 22.0}}
+  assert gpu_steps.constructions_by_problem(rows, least_s=0.25)["level2/12"]["sum_s"] == 1.0
+  assert gpu_steps.constructions_by_problem([]) == {}
 
 
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():

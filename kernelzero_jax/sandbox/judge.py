@@ -243,6 +243,8 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       constructed_at = time.perf_counter()
       model = problem.construct_model(ref_mod.Model, ref_mod.get_init_inputs, cfg.init_seed)
       construct_s = time.perf_counter() - constructed_at
+      # (startup_seconds' "reference" also holds the upload and its wait for the start-up fence)
+      v.evidence["reference_construct_s"] = round(construct_s, 4)
       if self._reference_waits_for_a_hold(model):
         self.ref_model, self._reference_on_cpu = model, True  # _upload_reference, under a hold
       else:
