@@ -831,11 +831,10 @@ def constructions_by_problem(rows: list[dict], least_s: float = 1.0) -> dict[str
   the reference at the judge's start-up (every judge of a problem builds the same seeded model;
   evidence["reference_construct_s"], recorded since 2026-12-07; in older verdicts the start-up's
   "reference" step of a judge whose weights stayed on the CPU, which then holds no upload, less
-  its wait for a host-memory slot) and
-  the candidate's in its worker (evidence["gpu_seconds"]["candidate_construct"]): medians, their
-  range, and their sum over the problem's judges; with the verdicts' median total. What a
-  reference built once for the pool's judges, or the candidate's built beside it, could
-  spare."""
+  its wait for a host-memory slot) and the candidate's in its worker
+  (evidence["gpu_seconds"]["candidate_construct"]): medians, their range, and their sum over
+  the problem's judges; with the verdicts' median total. What a reference built once for the
+  pool's judges, or the candidate's built beside it, could spare."""
   found = collections.defaultdict(list)  # problem -> [(reference s, candidate s, total s)]
   for r in rows:
     evidence = r.get("evidence") or {}
