@@ -82,9 +82,9 @@ at once, without the fast build (SandboxConfig.skip_light_after_lite_errors, lig
 with `tfirst`, a timing that waits for the GPU keeps new checks off it
 (SandboxConfig.timings_first, gpu_budget.gpu_slots' turnstile); with `stdtext`, every lite .cu
 built with the standard text headers, as before 2026-12-06, not only one that names what they
-declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source); with `wkX` (e.g. `wk0.15`),
-judges' model weights kept on the GPU between holds up to X of its memory instead of
-SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE).
+declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source); with `wkX` (e.g. `wk0.1`, the
+default before 2026-12-07), judges' model weights kept on the GPU between holds up to X of its
+memory instead of SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether

@@ -436,13 +436,16 @@ def test_weights_stay_on_the_gpu_between_holds_only_when_every_judge_could_keep_
   assert gpu_budget.weights_kept_fit(4 * GiB, gpu, judges=1)  # a candidate alone
   assert not gpu_budget.weights_kept_fit(1 * GiB, gpu, judges=24)  # problems 66 and 68
   assert gpu_budget.weights_kept_fit(256 << 20, gpu, judges=24)  # 8192 x 8192 GEMMs
-  # exactly at the bound: 24 judges x 2 x W = 10% of the GPU
-  bound = int(gpu_budget.WEIGHTS_KEPT_SHARE * gpu) // 48
+  # exactly at the bound: 24 judges x 2 x W = 15% of the GPU
+  bound = int(0.15 * gpu) // 48
   assert gpu_budget.weights_kept_fit(bound, gpu, judges=24)
   assert not gpu_budget.weights_kept_fit(bound + 1, gpu, judges=24)
-  # a larger share (SandboxConfig.weights_kept_share) moves the bound with it
-  assert gpu_budget.weights_kept_fit(2 * bound, gpu, judges=24, share=0.2)
-  assert not gpu_budget.weights_kept_fit(2 * bound + 2, gpu, judges=24, share=0.2)
+  # another share (SandboxConfig.weights_kept_share) moves the bound with it
+  assert gpu_budget.weights_kept_fit(2 * bound, gpu, judges=24, share=0.3)
+  assert not gpu_budget.weights_kept_fit(2 * bound + 2, gpu, judges=24, share=0.3)
+  narrower = int(0.1 * gpu) // 48
+  assert gpu_budget.weights_kept_fit(narrower, gpu, judges=24, share=0.1)
+  assert not gpu_budget.weights_kept_fit(narrower + 1, gpu, judges=24, share=0.1)
 
 
 LINEAR = ("import torch\nclass Model(torch.nn.Module):\n  def __init__(self, n):\n"
@@ -472,22 +475,24 @@ def test_without_the_ledger_a_judge_of_large_weights_keeps_them_off_the_gpu_betw
 
 def test_judges_keep_weights_on_the_gpu_while_those_kept_now_fit_its_share(monkeypatch,
                                                                              tmp_path):
-  """gpu_budget.weights_kept: 10% of a 140 GiB GPU holds one judge of problem 59 (twice 4 GiB),
-  not two; the second keeps them once the first has let go."""
+  """gpu_budget.weights_kept: 15% of a 140 GiB GPU (21 GiB) holds two judges of problem 59
+  (twice 4 GiB each), not three; the third keeps them once the first has let go."""
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-  first = _judge_of(LINEAR.format(n=1 << 15))
-  assert not _apart(first) and first._weights_place is not None  # pylint: disable=protected-access
-  second = _judge_of(LINEAR.format(n=1 << 15))
-  assert _apart(second) and second._weights_place is None  # pylint: disable=protected-access
-  assert second.verdict.evidence["weights_apart"] == {
-      "weight_bytes": 4 * GiB + (128 << 10), "gpu_bytes": 140 * GiB,
-      "kept_by_others_bytes": 2 * (4 * GiB + (128 << 10))}
-  first._weights_place.close()  # pylint: disable=protected-access
+  first, second = (_judge_of(LINEAR.format(n=1 << 15)) for _ in range(2))
+  for kept in (first, second):
+    assert not _apart(kept) and kept._weights_place is not None  # pylint: disable=protected-access
   third = _judge_of(LINEAR.format(n=1 << 15))
-  assert not _apart(third)
-  third._weights_place.close()  # pylint: disable=protected-access
-  # 24 judges of an 8192 x 8192 GEMM (256 MiB) all keep theirs (12 GiB of 14)
+  assert _apart(third) and third._weights_place is None  # pylint: disable=protected-access
+  assert third.verdict.evidence["weights_apart"] == {
+      "weight_bytes": 4 * GiB + (128 << 10), "gpu_bytes": 140 * GiB,
+      "kept_by_others_bytes": 4 * (4 * GiB + (128 << 10))}
+  first._weights_place.close()  # pylint: disable=protected-access
+  fourth = _judge_of(LINEAR.format(n=1 << 15))
+  assert not _apart(fourth)
+  for kept in (second, fourth):
+    kept._weights_place.close()  # pylint: disable=protected-access
+  # 24 judges of an 8192 x 8192 GEMM (256 MiB) all keep theirs (12 GiB of 21)
   gemms = [_judge_of(LINEAR.format(n=1 << 13)) for _ in range(24)]
   assert not any(_apart(j) for j in gemms)
   for j in gemms:
@@ -497,36 +502,36 @@ def test_judges_keep_weights_on_the_gpu_while_those_kept_now_fit_its_share(monke
   assert not _apart(on_the_cpu) and on_the_cpu._weights_place is None  # pylint: disable=protected-access
 
 
-def test_a_larger_weights_share_keeps_problem_59_beside_the_gemms_that_filled_the_default(
+def test_the_default_weights_share_keeps_problem_59_beside_the_gemms_that_filled_0_1(
     monkeypatch, tmp_path):
   """SandboxConfig.weights_kept_share: on an H200 in a batch of 259, problem 59's judges found
-  7.5-11.5 GiB kept by others (GEMMs of 256 MiB, 512 MiB a judge) of the default's 14 GiB, and
-  ran their evaluations alone; with 0.15 of 140 GiB (21 GiB), 22 GEMM judges (11 GiB) and one of
-  problem 59 (8 GiB) all keep theirs, and a second of problem 59 does not. The ledger counts
-  what each place claimed, whatever share its holder was given."""
+  7.5-11.5 GiB kept by others (GEMMs of 256 MiB, 512 MiB a judge) of the 14 GiB that the former
+  default of 0.1 gave, and ran their evaluations alone; with 0.15 of 140 GiB (21 GiB), 22 GEMM
+  judges (11 GiB) and one of problem 59 (8 GiB) all keep theirs, and a second of problem 59 does
+  not. The ledger counts what each place claimed, whatever share its holder was given."""
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   gemms = [_judge_of(LINEAR.format(n=1 << 13)) for _ in range(22)]
   assert not any(_apart(j) for j in gemms)
-  default = _judge_of(LINEAR.format(n=1 << 15))
-  assert _apart(default)
-  assert default.verdict.evidence["weights_apart"]["kept_by_others_bytes"] == 22 * 2 * (
+  narrower = _judge_of(LINEAR.format(n=1 << 15), weights_kept_share=0.1)
+  assert _apart(narrower)
+  assert narrower.verdict.evidence["weights_apart"]["kept_by_others_bytes"] == 22 * 2 * (
       (1 << 28) + (1 << 15))
-  wider = _judge_of(LINEAR.format(n=1 << 15), weights_kept_share=0.15)
+  wider = _judge_of(LINEAR.format(n=1 << 15))
   assert not _apart(wider) and wider._weights_place is not None  # pylint: disable=protected-access
-  second = _judge_of(LINEAR.format(n=1 << 15), weights_kept_share=0.15)
+  second = _judge_of(LINEAR.format(n=1 << 15))
   assert _apart(second)
   for j in gemms + [wider]:
     j._weights_place.close()  # pylint: disable=protected-access
   # without the ledger the share bounds every judge's: 24 judges x 2 x 549 MiB (a 12000-wide
-  # Linear) fit 0.2 of 140 GiB but not 0.1
+  # Linear) fit 0.2 of 140 GiB but not 0.15
   assert _apart(_judge_of(LINEAR.format(n=12000), weights_ledger=False))
   assert not _apart(_judge_of(LINEAR.format(n=12000), weights_ledger=False,
                               weights_kept_share=0.2))
 
 
 def test_the_weights_share_leaves_the_checks_their_share():
-  assert SandboxConfig().weights_kept_share == gpu_budget.WEIGHTS_KEPT_SHARE == 0.1
+  assert SandboxConfig().weights_kept_share == gpu_budget.WEIGHTS_KEPT_SHARE == 0.15
   assert SandboxConfig(weights_kept_share=0.2).weights_kept_share == 0.2  # all that checks leave
   for bad in (0, -0.1, 0.21, 1.0):
     with pytest.raises(ValueError, match="weights_kept_share"):

@@ -105,12 +105,14 @@ class SandboxConfig:
   # alone for it.
   weights_ledger: bool = True
   # The share of a GPU's memory that judges' model weights may take between their holds (the
-  # ledger's bound, or weights_kept_fit's): gpu_budget.WEIGHTS_KEPT_SHARE, 0.1, beside the
-  # checks' CHECK_MEMORY_SHARE (0.8), which leaves a tenth for the allocators' slack. On an H200,
-  # in a batch of 259 (2026-12-06), level-2 problem 59 (4 GiB of weights, 8 GiB for a judge)
+  # ledger's bound, or weights_kept_fit's): gpu_budget.WEIGHTS_KEPT_SHARE, 0.15, beside the
+  # checks' CHECK_MEMORY_SHARE (0.8), which leaves 5% for the allocators' slack. At 0.1, on an
+  # H200 in a batch of 259 (2026-12-06), level-2 problem 59 (4 GiB of weights, 8 GiB for a judge)
   # found 7.5-11.5 GiB of the 14 kept by others, so each of its 10 candidates ran its whole
-  # evaluation alone (2.33 s held at the median, a fifth of the batch's alone holds); 0.14 would
-  # have kept all of them. A larger share is not measured on a GPU (benchmarks' path token `wkX`).
+  # evaluation alone (2.33 s held at the median, a fifth of the batch's alone holds); on an H100
+  # the level-2 GEMMs' judges (512 MiB each) were refused too, 46-50 of 259 alone, and 0.15 left
+  # 12-13 (problem 59's still), 1.02-1.07x as fast in four batches (BENCHMARKS.md; benchmarks'
+  # path token `wkX` sets another share).
   weights_kept_share: float = WEIGHTS_KEPT_SHARE
   # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
   # when they start (judge_gpu.warm_up_device), instead of under the GPU hold.
