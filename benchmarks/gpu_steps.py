@@ -19,7 +19,8 @@ how many judges held it at once, and whether the timings that other judges' CUDA
 start-ups overlapped ran slower than their copies. With `--apps_csv` (gpu_apps.py's
 per-process samples), what judges and workers held on the GPU outside their holds. And the
 floor under all of it: how long the forwards alone took (forward_floor), from the times the run
-measured, against the time the holds kept the GPU busy.
+measured, against the time the holds kept the GPU busy. And how fast the verdicts came: the whole
+batch's rate against that of its middle 80% (completion_rates), its start and end apart.
 """
 
 from __future__ import annotations
@@ -895,6 +896,28 @@ def fence_waits_by_level(rows: list[dict]) -> dict[str, dict[str, Any]]:
   return out
 
 
+def completion_rates(rows: list[dict], middle: float = 0.8) -> dict[str, Any]:
+  """How fast the verdicts came, from each row's `seconds` (sandbox_throughput logs when a
+  verdict arrived, counted from the batch's submission): the whole batch's rate (to its last
+  verdict), when its 10th came, and the rate of its `middle` share, from the verdict at the
+  bottom (1 - middle) / 2 of the arrival order to the one at the top: the pool's rate once its
+  judges have started and before the batch runs out of work, which a larger batch (an RL step's)
+  would keep to for longer. {} for fewer than two timed rows."""
+  times = sorted(float(r["seconds"]) for r in rows if isinstance(r.get("seconds"), (int, float)))
+  n = len(times)
+  if n < 2 or times[-1] <= 0:
+    return {}
+  lo = int(round(n * (1 - middle) / 2))
+  hi = n - 1 - lo
+  out: dict[str, Any] = {"n": n, "last_s": times[-1], "per_minute": round(n / times[-1] * 60, 1),
+                         "tenth_s": times[min(9, n - 1)]}
+  if hi > lo and times[hi] > times[lo]:
+    out["middle"] = {"share": middle, "from_s": times[lo], "to_s": times[hi],
+                     "verdicts": hi - lo,
+                     "per_minute": round((hi - lo) / (times[hi] - times[lo]) * 60, 1)}
+  return out
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -1101,6 +1124,8 @@ def main(argv: list[str]) -> None:
     print(f"{problem[:42]:42s} {p['n']:3d} {p['checks_alone']:5d} {p['checks_wide']:4d} "
           + " ".join(f"{p[n]:12.3f}" for n in PER_PROBLEM) + f" {p['held_s']:7.2f}")
   timeline = hold_timeline(rows)
+  print("\nverdicts as they came (s from the submission; the middle 80% of them):",
+        completion_rates(rows))
   print("\nGPU holds side by side:", timeline)
   print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
   print("\nthe workers started, by why, and their start-ups' seconds with the fence held:",

@@ -538,6 +538,24 @@ def test_the_benchmarks_say_which_models_took_seconds_to_build_on_the_cpu():
   assert gpu_steps.constructions_by_problem([]) == {}
 
 
+def test_the_benchmarks_give_the_rate_of_a_batchs_middle_verdicts_apart_from_its_ends():
+  """gpu_steps.completion_rates: the whole batch's rate to its last verdict, when the 10th came,
+  and the rate between the verdicts that bound the middle share of the arrival order."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+  # 20 verdicts: a slow start (the first two at 10 and 12 s), then one a second, a slow end
+  times = [10.0, 12.0] + [13.0 + i for i in range(16)] + [40.0, 60.0]
+  rows = [{"seconds": t} for t in reversed(times)] + [{"name": "untimed"}]
+  assert gpu_steps.completion_rates(rows) == {
+      "n": 20, "last_s": 60.0, "per_minute": 20.0, "tenth_s": 20.0,
+      "middle": {"share": 0.8, "from_s": 13.0, "to_s": 28.0, "verdicts": 15,
+                 "per_minute": 60.0}}
+  assert gpu_steps.completion_rates(rows, middle=1.0)["middle"] == {
+      "share": 1.0, "from_s": 10.0, "to_s": 60.0, "verdicts": 19, "per_minute": 22.8}
+  assert gpu_steps.completion_rates([{"seconds": 3.0}]) == {}
+  assert gpu_steps.completion_rates([{"seconds": 3.0}, {"seconds": 3.0}]) == {
+      "n": 2, "last_s": 3.0, "per_minute": 40.0, "tenth_s": 3.0}
+
+
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():
   """gpu_steps.weights_apart_by_problem: only the ledger's refusals (they name what others
   kept); the share that would have kept each is the others' and twice its own, over the GPU;
