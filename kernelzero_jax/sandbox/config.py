@@ -111,8 +111,8 @@ class SandboxConfig:
   # found 7.5-11.5 GiB of the 14 kept by others, so each of its 10 candidates ran its whole
   # evaluation alone (2.33 s held at the median, a fifth of the batch's alone holds); on an H100
   # the level-2 GEMMs' judges (512 MiB each) were refused too, 46-50 of 259 alone, and 0.15 left
-  # 12-13 (problem 59's still), 1.02-1.07x as fast in four batches (BENCHMARKS.md; benchmarks'
-  # path token `wkX` sets another share).
+  # 12-13 (problem 59's still), 1.04x and 1.05x as fast (BENCHMARKS.md; benchmarks' path token
+  # `wkX` sets another share).
   weights_kept_share: float = WEIGHTS_KEPT_SHARE
   # GPU judges load the kernels and the cuBLAS handle that their first reference check needs
   # when they start (judge_gpu.warm_up_device), instead of under the GPU hold.

@@ -219,8 +219,8 @@ def memory_kept_fits(one_check_bytes: int, slots: int, gpu_bytes: int, judges: i
 # Level-2 problems 55, 56 and 59 have 4 GiB of weights (a 32768 x 32768 Linear), 66 and 68 1 GiB;
 # 24 judges of one of them would hold 48-192 GiB so, in no hold. 0.15 rather than 0.1: on an H100
 # in four batches of 259 (2026-12-07), 12-13 judges instead of 46-50 ran alone for their weights
-# (the level-2 GEMMs' 512 MiB a judge no longer refused) and the batch was 1.02-1.07x as fast, the
-# same verdicts (BENCHMARKS.md, "A weights share of 0.15").
+# (the level-2 GEMMs' 512 MiB a judge no longer refused) and the batch was 1.04x and 1.05x as
+# fast, the same verdicts (BENCHMARKS.md, "The weights ledger's share at 0.15").
 WEIGHTS_KEPT_SHARE = 0.15
 
 
