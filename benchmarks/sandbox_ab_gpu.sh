@@ -24,7 +24,8 @@
 #            and `w16` (run at 4d2bd7f as the old default against `regup:w16`)
 #   b259     the batch of 259 (9 copies; the 256), the paths of $B259_PATH
 #            (comma-separated), by default the default path (about 3-4 minutes; COPIES changes
-#            the 9)
+#            the 9); a path ending in `:again` judges the batch twice through one pool and
+#            measures the second, as an RL run's pool judges step after step (twice as long)
 #   rlmix    a batch that fails as an RL step's does: each of the teacher's 27 CUDA kernels
 #            $COPIES times (default 2) and $FAULT_COPIES (default 2) copies of each failing
 #            variant of it ($RLMIX_FAULTS of benchmarks/faulty_candidates.py, by default compile,

@@ -84,7 +84,10 @@ with `tfirst`, a timing that waits for the GPU keeps new checks off it
 built with the standard text headers, as before 2026-12-06, not only one that names what they
 declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source); with `wkX` (e.g. `wk0.1`, the
 default before 2026-12-07), judges' model weights kept on the GPU between holds up to X of its
-memory instead of SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE).
+memory instead of SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE);
+with `again`, the batch judged once through the pool first (its rate printed, its verdicts in
+<out>.<path>.first_batch.verdicts.jsonl) and the pool's second batch measured: an RL run's pool,
+its judge processes started and its references measured by the step before.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -147,12 +150,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall", "skiplight", "tfirst", "stdtext")
+              "keepall", "skiplight", "tfirst", "stdtext", "again")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
-             "[:skiplight][:tfirst][:stdtext]"
+             "[:skiplight][:tfirst][:stdtext][:again]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -376,6 +379,8 @@ class BenchPath(NamedTuple):
   # the share of the GPU's memory that judges' weights may take between holds (None:
   # SandboxConfig.weights_kept_share's)
   weights_kept_share: float | None = None
+  # the batch judged once through the pool before the batch that is measured (_first_batch)
+  second_batch: bool = False
 
 
 def _weights_share_allowed(share: float) -> bool:
@@ -418,7 +423,7 @@ def parse_path(path: str) -> BenchPath:
   `skiplight`: no fast build after a lite build that the light header cannot mend; `tfirst`: a
   timing waiting for the GPU keeps new checks off it; `stdtext`: every lite .cu with the
   standard text headers; `wkX`: judges' weights kept on the GPU between holds up to X of its
-  memory)."""
+  memory; `again`: the batch measured is the pool's second, after the same batch once)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -476,7 +481,8 @@ def parse_path(path: str) -> BenchPath:
                    "pybind" not in flags_given, "emptyfence" in flags_given,
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
                    "keepall" not in flags_given, "skiplight" in flags_given,
-                   "tfirst" in flags_given, "stdtext" in flags_given, weights_share)
+                   "tfirst" in flags_given, "stdtext" in flags_given, weights_share,
+                   "again" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -565,6 +571,27 @@ def kept_workers(rows: list[dict]) -> dict[str, Any]:
           "check_s": _median([look["check_s"] for look in looks
                               if isinstance(look.get("check_s"), (int, float))]),
           "not_kept_because": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:4])}
+
+
+def _first_batch(pool: SandboxPool, jobs: list[Job], meta: list[dict], name: str
+                 ) -> dict[str, Any]:
+  """Path token `again`: the batch judged once through `pool` before the one that is measured,
+  as an RL run's pool judges one step's batch after the last's: its judge processes then stand
+  ready (up to SandboxConfig.jobs_per_judge() jobs each) and its references are measured; every
+  candidate is built again all the same (a worker builds in a directory of its own). Its
+  verdicts go to <out>.<path>.first_batch.verdicts.jsonl as they come; returns its wall time,
+  rate and statuses, in job order."""
+  log_path = f"{_OUT.value}.{name.replace(':', '_')}.first_batch.verdicts.jsonl"
+  t0 = time.perf_counter()
+  with open(log_path, "w", encoding="utf-8") as log:
+    def keep(i: int, job: Job, verdict) -> None:
+      log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
+          time.perf_counter() - t0, 1), **verdict.to_dict()), default=str) + "\n")
+      log.flush()
+    verdicts = pool.evaluate(jobs, progress=True, on_result=keep, once_per_candidate=False)
+  wall = time.perf_counter() - t0
+  return {"wall_s": round(wall, 1), "per_minute": round(60 * len(jobs) / wall, 1),
+          "statuses": [v.status for v in verdicts]}
 
 
 def run() -> dict:
@@ -664,6 +691,7 @@ def run() -> dict:
       if _WARM_UP.value:
         pool.warm_up(_BACKENDS.value, wait=True)
       server_start = time.perf_counter() - started
+      first_batch = _first_batch(pool, jobs, meta, name) if path.second_batch else None
       log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
       cpu = stack.enter_context(CpuLoad())
       clocks = stack.enter_context(GpuClocks(enabled=device == "cuda"))
@@ -743,6 +771,14 @@ def run() -> dict:
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "disturbed_timings": disturbed, "disturbance_classes": classes,
                      "judge_processes": served, "by_kind": kinds, "rows": rows}
+    if first_batch is not None:
+      results[name]["first_batch"] = {
+          "wall_s": first_batch["wall_s"], "per_minute": first_batch["per_minute"],
+          "statuses_as_second": first_batch["statuses"] == [r["status"] for r in rows]}
+      print(f"\n{name}: the pool's first batch, {len(rows)} candidates in "
+            f"{first_batch['wall_s']} s ({first_batch['per_minute']} per minute), every status "
+            f"as in the second (measured below): "
+            f"{results[name]['first_batch']['statuses_as_second']}")
     print(f"\n{name}: {len(rows)} candidates in {wall:.1f} s "
           f"({results[name]['per_minute']} per minute; {reused} reused a measured reference, "
           f"{first} measured it before their candidate ran; "
