@@ -573,6 +573,17 @@ def kept_workers(rows: list[dict]) -> dict[str, Any]:
           "not_kept_because": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:4])}
 
 
+def _verdict_logger(log, meta: list[dict], t0: float) -> Callable:
+  """An on_result for SandboxPool.evaluate: each verdict written to `log` as one JSON line when
+  it comes (`seconds`: its arrival, from `t0`), so that a run stopped at its time limit keeps
+  what finished."""
+  def keep(i: int, job: Job, verdict) -> None:
+    log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
+        time.perf_counter() - t0, 1), **verdict.to_dict()), default=str) + "\n")
+    log.flush()
+  return keep
+
+
 def _first_batch(pool: SandboxPool, jobs: list[Job], meta: list[dict], name: str
                  ) -> dict[str, Any]:
   """Path token `again`: the batch judged once through `pool` before the one that is measured,
@@ -584,11 +595,8 @@ def _first_batch(pool: SandboxPool, jobs: list[Job], meta: list[dict], name: str
   log_path = f"{_OUT.value}.{name.replace(':', '_')}.first_batch.verdicts.jsonl"
   t0 = time.perf_counter()
   with open(log_path, "w", encoding="utf-8") as log:
-    def keep(i: int, job: Job, verdict) -> None:
-      log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
-          time.perf_counter() - t0, 1), **verdict.to_dict()), default=str) + "\n")
-      log.flush()
-    verdicts = pool.evaluate(jobs, progress=True, on_result=keep, once_per_candidate=False)
+    verdicts = pool.evaluate(jobs, progress=True, on_result=_verdict_logger(log, meta, t0),
+                             once_per_candidate=False)
   wall = time.perf_counter() - t0
   return {"wall_s": round(wall, 1), "per_minute": round(60 * len(jobs) / wall, 1),
           "statuses": [v.status for v in verdicts]}
@@ -696,14 +704,10 @@ def run() -> dict:
       cpu = stack.enter_context(CpuLoad())
       clocks = stack.enter_context(GpuClocks(enabled=device == "cuda"))
       t0 = time.perf_counter()
-
-      def keep(i: int, job: Job, verdict) -> None:
-        log.write(json.dumps(dict(meta[i], name=job.name, seconds=round(
-            time.perf_counter() - t0, 1), **verdict.to_dict()), default=str) + "\n")
-        log.flush()
       # Every copy is judged: copies stand for a group's distinct candidates, whose judging
       # (and sharing of reference facts) is what this measures.
-      verdicts = pool.evaluate(jobs, progress=True, on_result=keep, once_per_candidate=False)
+      verdicts = pool.evaluate(jobs, progress=True, on_result=_verdict_logger(log, meta, t0),
+                               once_per_candidate=False)
     wall = time.perf_counter() - t0
     rows = [dict(m, name=j.name, **v.to_dict()) for j, m, v in zip(jobs, meta, verdicts)]
     by_backend = {}
