@@ -476,7 +476,7 @@ def test_without_the_ledger_a_judge_of_large_weights_keeps_them_off_the_gpu_betw
 def test_judges_keep_weights_on_the_gpu_while_those_kept_now_fit_its_share(monkeypatch,
                                                                              tmp_path):
   """gpu_budget.weights_kept: 15% of a 140 GiB GPU (21 GiB) holds two judges of problem 59
-  (twice 4 GiB each), not three; the third keeps them once the first has let go."""
+  (twice 4 GiB each), not three; a fourth keeps them once the first has let go."""
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   first, second = (_judge_of(LINEAR.format(n=1 << 15)) for _ in range(2))
