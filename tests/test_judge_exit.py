@@ -31,7 +31,7 @@ EXIT_S = 3.0  # how long the stand-in judge takes to end after it wrote its verd
 FAKE_JUDGE = textwrap.dedent(f"""
     import json, os, sys, time
     def fake_main(argv):
-      entered = time.time()
+      entered = time.monotonic()
       job = json.load(open(argv[1]))
       nonce = os.read(0, 4096).decode().strip()
       if job.get("forge"):
@@ -39,7 +39,7 @@ FAKE_JUDGE = textwrap.dedent(f"""
       verdict = {{"status": "correct", "backend": "triton", "stage_seconds": {{"build": 0.1}}}}
       with open(argv[2] + ".tmp", "w") as f:
         json.dump({{"nonce": nonce, "verdict": verdict, "entered_at": entered,
-                    "written_at": time.time()}}, f)
+                    "written_at": time.monotonic()}}, f)
       os.replace(argv[2] + ".tmp", argv[2])
       time.sleep({EXIT_S})
       return 0
@@ -50,6 +50,30 @@ FAKE_JUDGE = textwrap.dedent(f"""
 def plain_launcher(monkeypatch, tmp_path):
   script = tmp_path / "fake_judge.py"
   script.write_text(FAKE_JUDGE + "sys.exit(fake_main(sys.argv))\n")
+  monkeypatch.setattr(launchers, "_judge_command",
+                      lambda job, result: [sys.executable, str(script), job, result])
+  return launchers.SubprocessLauncher()
+
+
+# The real judge.judge_job_file, its judgement replaced, in a process whose wall clock was set
+# 100 s ahead as it started (as an NTP step does): the spans it shares with the caller must not
+# read that step.
+STEPPED_JUDGE = textwrap.dedent(f"""
+    import sys, time
+    wall = time.time
+    time.time = lambda: wall() + 100.0
+    from kernelzero_jax.sandbox import judge, verdict
+    judge.run_job = lambda job: verdict.Verdict(status="correct", backend="triton")
+    ok = judge.judge_job_file(sys.argv[1], sys.argv[2])
+    time.sleep({EXIT_S})
+    sys.exit(0 if ok else 1)
+""")
+
+
+@pytest.fixture(name="stepped")
+def stepped_clock_launcher(monkeypatch, tmp_path):
+  script = tmp_path / "stepped_judge.py"
+  script.write_text(STEPPED_JUDGE)
   monkeypatch.setattr(launchers, "_judge_command",
                       lambda job, result: [sys.executable, str(script), job, result])
   return launchers.SubprocessLauncher()
@@ -89,7 +113,7 @@ def _judge(launcher, forge: bool = False) -> tuple[dict | None, str, float]:
   return verdict, why, time.monotonic() - t0
 
 
-@pytest.mark.parametrize("which", ["plain", "warm"])
+@pytest.mark.parametrize("which", ["plain", "warm", "stepped"])
 def test_the_judges_end_is_measured(which, request):
   launcher = request.getfixturevalue(which)
   verdict, why, seconds = _judge(launcher)

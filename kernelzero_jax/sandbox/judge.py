@@ -441,7 +441,10 @@ def judge_job_file(job_path: str, result_path: str, job_number: int = 1) -> bool
   to `result_path`. `job_number`: which job of this process it is (judge_host.py serves several;
   evidence["judge_process"]). Returns False where the judge itself failed (an exception of its
   own, not a verdict): a process serving several jobs ends then."""
-  entered_at = time.time()  # the caller's stage_seconds["launch"] ends here
+  # The caller's stage_seconds["launch"] ends here. time.monotonic() (CLOCK_MONOTONIC) is one
+  # clock for every process of a Linux host, and unlike time.time() it never steps when the
+  # wall clock is set: a CI machine's step once made a 3 s exit read 6.9 s.
+  entered_at = time.monotonic()
   _exit_with_parent(os.getppid())
   judged = True
   with open(job_path) as f:
@@ -467,7 +470,7 @@ def judge_job_file(job_path: str, result_path: str, job_number: int = 1) -> bool
   # When, so that the caller can tell how long the process took to end after it (its exit
   # tears its CUDA context down: driver work that other processes' start-ups contend for).
   atomic_file.write_json(result_path, {"nonce": nonce, "verdict": verdict.to_dict(),
-                                       "entered_at": entered_at, "written_at": time.time()},
+                                       "entered_at": entered_at, "written_at": time.monotonic()},
                          allow_nan=False, default=repr)
   return judged
 

@@ -272,7 +272,7 @@ def run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None, 
     judge_cwd = os.path.join(tmp, "cwd")
     os.mkdir(judge_cwd)
     open(log_path, "w").close()  # pylint: disable=consider-using-with
-    launched_at = time.time()
+    launched_at = time.monotonic()  # the judge's clock for its entry and its verdict (judge.py)
     returncode, timed_out = launcher.run(job_path, result_path, log_path, judge_cwd, nonce,
                                          overall_timeout_s(config))
     result = read_result(result_path) if returncode == 0 and not timed_out else None
@@ -281,7 +281,7 @@ def run_judge(job: dict, config: SandboxConfig, launcher) -> tuple[dict | None, 
       # From the launch to the judge's entry point, and from its written verdict to its end: its
       # process's exit (a GPU judge's tears its CUDA context down), while the pool keeps its place.
       spans = (("launch", launched_at, result.get("entered_at")),
-               ("exit", result.get("written_at"), time.time()))
+               ("exit", result.get("written_at"), time.monotonic()))
       for stage, start, end in spans:
         if isinstance(stages, dict) and all(isinstance(t, (int, float)) for t in (start, end)):
           stages[stage] = round(max(0.0, end - start), 3)
