@@ -26,6 +26,17 @@ def test_nvrtc_compiles_the_kernel_in_memory(capability):
   assert fused_compare.KERNEL_NAME.encode() in cubin  # extern "C": the name is not mangled
 
 
+def test_a_judge_process_compiles_the_kernel_once_per_architecture(monkeypatch):
+  """A judge process that serves several candidates (judge_host.py) compiles it for the first."""
+  fused_compare.compile_cubin.cache_clear()
+  loaded = []
+  real = fused_compare.nvrtc_library
+  monkeypatch.setattr(fused_compare, "nvrtc_library", lambda: loaded.append(1) or real())
+  first = fused_compare.compile_cubin((9, 0))
+  assert fused_compare.compile_cubin((9, 0)) is first and len(loaded) == 1
+  assert fused_compare.compile_cubin((8, 0)) != first and len(loaded) == 2
+
+
 def test_an_architecture_nvrtc_does_not_know_is_a_compile_error():
   with pytest.raises(fused_compare.CompileError, match="NVRTC compile"):
     fused_compare.compile_cubin((1, 0))
