@@ -902,7 +902,11 @@ def completion_rates(rows: list[dict], middle: float = 0.8) -> dict[str, Any]:
   verdict), when its 10th came, and the rate of its `middle` share, from the verdict at the
   bottom (1 - middle) / 2 of the arrival order to the one at the top: the pool's rate once its
   judges have started and before the batch runs out of work, which a larger batch (an RL step's)
-  would keep to for longer. {} for fewer than two timed rows."""
+  would keep to for longer. What the start and the end cost against that rate: `start_lost_s`,
+  the time to the middle's first verdict less what its verdicts before would take at the
+  middle's rate (a pipeline's fill: at least one candidate's time from source to verdict, which
+  every batch submitted at once pays, an RL step's too); `end_lost_s`, the same for the verdicts
+  after the middle. {} for fewer than two timed rows."""
   times = sorted(float(r["seconds"]) for r in rows if isinstance(r.get("seconds"), (int, float)))
   n = len(times)
   if n < 2 or times[-1] <= 0:
@@ -912,9 +916,11 @@ def completion_rates(rows: list[dict], middle: float = 0.8) -> dict[str, Any]:
   out: dict[str, Any] = {"n": n, "last_s": times[-1], "per_minute": round(n / times[-1] * 60, 1),
                          "tenth_s": times[min(9, n - 1)]}
   if hi > lo and times[hi] > times[lo]:
+    per_s = (hi - lo) / (times[hi] - times[lo])
     out["middle"] = {"share": middle, "from_s": times[lo], "to_s": times[hi],
-                     "verdicts": hi - lo,
-                     "per_minute": round((hi - lo) / (times[hi] - times[lo]) * 60, 1)}
+                     "verdicts": hi - lo, "per_minute": round(per_s * 60, 1),
+                     "start_lost_s": round(times[lo] - lo / per_s, 1),
+                     "end_lost_s": round(times[-1] - times[hi] - (n - 1 - hi) / per_s, 1)}
   return out
 
 

@@ -540,7 +540,8 @@ def test_the_benchmarks_say_which_models_took_seconds_to_build_on_the_cpu():
 
 def test_the_benchmarks_give_the_rate_of_a_batchs_middle_verdicts_apart_from_its_ends():
   """gpu_steps.completion_rates: the whole batch's rate to its last verdict, when the 10th came,
-  and the rate between the verdicts that bound the middle share of the arrival order."""
+  and the rate between the verdicts that bound the middle share of the arrival order, and what
+  the ends cost against that rate."""
   from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
   # 20 verdicts: a slow start (the first two at 10 and 12 s), then one a second, a slow end
   times = [10.0, 12.0] + [13.0 + i for i in range(16)] + [40.0, 60.0]
@@ -548,9 +549,12 @@ def test_the_benchmarks_give_the_rate_of_a_batchs_middle_verdicts_apart_from_its
   assert gpu_steps.completion_rates(rows) == {
       "n": 20, "last_s": 60.0, "per_minute": 20.0, "tenth_s": 20.0,
       "middle": {"share": 0.8, "from_s": 13.0, "to_s": 28.0, "verdicts": 15,
-                 "per_minute": 60.0}}
+                 "per_minute": 60.0, "start_lost_s": 11.0, "end_lost_s": 30.0}}
+  # (the two verdicts before the middle would take 2 s at its rate, they took 13; the two
+  # after it 2 s, they took 32)
   assert gpu_steps.completion_rates(rows, middle=1.0)["middle"] == {
-      "share": 1.0, "from_s": 10.0, "to_s": 60.0, "verdicts": 19, "per_minute": 22.8}
+      "share": 1.0, "from_s": 10.0, "to_s": 60.0, "verdicts": 19, "per_minute": 22.8,
+      "start_lost_s": 10.0, "end_lost_s": 0.0}
   assert gpu_steps.completion_rates([{"seconds": 3.0}]) == {}
   assert gpu_steps.completion_rates([{"seconds": 3.0}, {"seconds": 3.0}]) == {
       "n": 2, "last_s": 3.0, "per_minute": 40.0, "tenth_s": 3.0}
