@@ -185,6 +185,36 @@ class SandboxPool:
                                        daemon=True)
       self._warm_up.start()
 
+  def start_judges(self, judges: int | None = None) -> dict:
+    """Starts `judges` (default: max_parallel) judge processes ahead of the candidates, spread
+    over the pool's GPUs as its jobs are, and returns once they are ready: each makes its device
+    ready as a first candidate's judge would (its CUDA context under the start-up fence, the
+    warm-up, the comparison kernel: judge_start.py) and then waits in the warm server, for up to
+    zygote.JUDGE_IDLE_S, for the pool's next jobs, which find all of that done. Only where judges
+    come from the warm server and one serves several jobs (SandboxConfig.jobs_per_judge: on a
+    GPU by default); elsewhere none starts. Returns {"started": how many are ready, "pids": their
+    processes, "failed": why the others are not, "seconds": the wall time}; a start that fails
+    leaves the pool's jobs to start their judges as before."""
+    # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox import judge_start
+    t0 = time.perf_counter()
+    out: dict = {"started": 0, "pids": [], "failed": [], "seconds": 0.0}
+    count = self.max_parallel if judges is None else judges
+    if (count < 1 or not isinstance(self.launcher, ZygoteLauncher)
+        or self.config.jobs_per_judge() < 2 or not self.launcher.start()):
+      return out
+    jobs = [{"kind": judge_start.KIND, "config": self.config.to_dict(),
+             "gpu_index": self.gpu_indices[i % len(self.gpu_indices)]} for i in range(count)]
+    with concurrent.futures.ThreadPoolExecutor(count) as ex:
+      for report, why, _ in ex.map(lambda job: run_judge(job, self.config, self.launcher), jobs):
+        if report is not None and report.get("ready") is True:
+          out["started"] += 1
+          out["pids"].append((report.get("evidence") or {}).get("judge_process", {}).get("pid"))
+        else:
+          out["failed"].append(why or "; ".join((report or {}).get("reasons", []))[:500])
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
   def _start_machine_builds(self, backends: set[str]) -> None:
     """What judges on a GPU share, built once per machine by a trusted process in the
     background, with the first candidate that needs it: the precompiled header for CUDA builds

@@ -29,6 +29,7 @@ from typing import Any
 
 from kernelzero_jax import atomic_file
 from kernelzero_jax.sandbox import judge_gpu
+from kernelzero_jax.sandbox import judge_start
 from kernelzero_jax.sandbox import judge_worker
 from kernelzero_jax.sandbox import static_checks
 from kernelzero_jax.sandbox import verdict as V
@@ -206,20 +207,16 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     self.verdict.reasons.extend(reasons)
     return self.verdict
 
-  def _evaluate(self) -> None:
-    startup = self.startup  # this judge's steps while its worker starts and builds
-    import torch  # pylint: disable=import-outside-toplevel
-    from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
-    self.torch, self.problem = torch, problem
-    cfg, v = self.cfg, self.verdict
-    startup.lap("imports")
-    v.stage = "device"
+  def _make_device_ready(self) -> None:
+    """This judge's device, with torch's settings for the reference; on a GPU, its CUDA context
+    made under the start-up fence, apart from timings (a judge process that made it for an
+    earlier job, judge_host.py, or ahead of its candidates, judge_start.py, has none to make)."""
+    torch, cfg = self.torch, self.cfg
+    self.verdict.stage = "device"
     if cfg.device == "cuda" and not torch.cuda.is_available():
       raise StageFailure(V.UNSUPPORTED, "device cuda requested but no CUDA device is visible")
     self.device = torch.device(judge_gpu.device_name(cfg, self.job.get("gpu_index", 0)))
     if self.device.type == "cuda":
-      # The CUDA context, apart from timings; a judge process that made it for an earlier job
-      # (judge_host.py) has no driver work to do here.
       with (contextlib.nullcontext() if torch.cuda.is_initialized()
             else self._fence("device", timing=False)):
         torch.cuda.set_device(self.device)
@@ -227,6 +224,26 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
     torch.backends.cuda.matmul.allow_tf32 = cfg.reference_tf32
     torch.backends.cudnn.allow_tf32 = cfg.reference_tf32
     torch.set_grad_enabled(False)
+
+  def _warm_up_device(self) -> bool:
+    """judge_gpu.warm_up_device, once per process and GPU, under the start-up fence (without a
+    start-up slot: it creates no context). Whether it ran now."""
+    if (self.device.type != "cuda" or not self.cfg.judge_warm_up
+        or str(self.device) in judge_gpu.WARMED_UP):
+      return False
+    with self._fence("warm_up", timing=False, slot=False):
+      judge_gpu.warm_up_device(self.torch, self.problem, self.device)
+    judge_gpu.WARMED_UP.add(str(self.device))
+    return True
+
+  def _evaluate(self) -> None:
+    startup = self.startup  # this judge's steps while its worker starts and builds
+    import torch  # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox import problem  # pylint: disable=import-outside-toplevel
+    self.torch, self.problem = torch, problem
+    cfg, v = self.cfg, self.verdict
+    startup.lap("imports")
+    self._make_device_ready()
     startup.lap("device")
     if self.device.type == "cuda" and cfg.fused_compare:
       self._start_fused_compare()
@@ -254,11 +271,7 @@ class Judge(CandidateSteps, ReferenceSteps, WorkerSteps, GpuSteps):
       v.reference_error = True
       raise StageFailure(V.RUNTIME_ERROR, f"reference failed to load: {type(e).__name__}: {e}")
     startup.lap("reference")
-    if (self.device.type == "cuda" and cfg.judge_warm_up
-        and str(self.device) not in judge_gpu.WARMED_UP):
-      with self._fence("warm_up", timing=False, slot=False):
-        judge_gpu.warm_up_device(torch, problem, self.device)
-      judge_gpu.WARMED_UP.add(str(self.device))
+    if self._warm_up_device():
       startup.lap("warm_up")
     second_after = self._second_reference_after(construct_s)
     if not second_after:
@@ -453,6 +466,8 @@ def judge_job_file(job_path: str, result_path: str, job_number: int = 1) -> bool
     if job.get("kind") == "module":  # a proposed module's validation (module_check.py)
       from kernelzero_jax.sandbox import module_check  # pylint: disable=import-outside-toplevel
       verdict = module_check.run_module_job(job)
+    elif job.get("kind") == judge_start.KIND:  # a start ahead of the candidates
+      verdict = judge_start.start_job(job)
     else:
       verdict = run_job(job)
   except Exception as e:  # pylint: disable=broad-except

@@ -209,7 +209,7 @@ def _serve(request: dict, secret_fd: int, control: socket.socket, device: str, m
     # the last.
     worker_handle.KEEP_WORKERS = jobs < max_jobs
     # A job for another device gets a spawned worker (this process's triton mode is not its).
-    same_device = zygote.job_facts(request["job_path"])[0] == device
+    same_device = zygote.job_facts(request["job_path"]).device == device
     worker_handle.WORKER_START = ("spawn" if not same_device
                           else "fork" if jobs == 1 else "forkserver")
     _redirect(request, secret_fd)

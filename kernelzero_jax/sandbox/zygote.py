@@ -13,7 +13,8 @@ A judge process serves up to SandboxConfig.jobs_per_judge() jobs of one device a
 (judge_host.py: on a GPU it keeps its CUDA context; its later workers come from a worker server
 of its own). After a verdict it tells this server it is done; the server answers the caller and
 gives the process the next request for its device and GPU, or, after JUDGE_IDLE_S without one,
-closes its line, which ends it.
+closes its line, which ends it. A start ahead of the candidates (judge_start.py) always gets a
+new process: handed to an idle one, it would start nothing.
 
 Protocol, one Unix-socket connection per job: the caller sends one JSON line
 {"job_path", "result_path", "log_path", "cwd"} with one file descriptor attached (SCM_RIGHTS):
@@ -39,6 +40,7 @@ import socket
 import sys
 import time
 import traceback
+from typing import NamedTuple
 
 from kernelzero_jax.sandbox.launchers import kill_group
 
@@ -106,17 +108,29 @@ def freeze_imports() -> None:
   atexit.register(gc.unfreeze)
 
 
-def job_facts(job_path: str) -> tuple[str | None, int, int]:
-  """(device, GPU index, jobs one judge process may serve) of the job in `job_path`; a job it
-  cannot read gets a judge of its own, which reports the problem."""
+class JobFacts(NamedTuple):
+  """What the server reads of a job: its device and GPU index, how many jobs one judge process
+  may serve, and whether it is a start ahead of the candidates (judge_start.py), which always
+  gets a judge process of its own."""
+  device: str | None
+  gpu_index: int
+  max_jobs: int
+  starts_ahead: bool = False
+
+
+def job_facts(job_path: str) -> JobFacts:
+  """The JobFacts of the job in `job_path`; a job it cannot read gets a judge of its own, which
+  reports the problem."""
   try:
     with open(job_path) as f:
       job = json.load(f)
     from kernelzero_jax.sandbox.config import SandboxConfig  # pylint: disable=import-outside-toplevel
+    from kernelzero_jax.sandbox.judge_start import KIND  # pylint: disable=import-outside-toplevel
     config = SandboxConfig.from_dict(job["config"])
-    return config.device, int(job.get("gpu_index") or 0), config.jobs_per_judge()
-  except (OSError, ValueError, KeyError, TypeError):
-    return None, 0, 1
+    return JobFacts(config.device, int(job.get("gpu_index") or 0), config.jobs_per_judge(),
+                    job.get("kind") == KIND)
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    return JobFacts(None, 0, 1)
 
 
 def _send(conn: socket.socket, obj: dict) -> None:
@@ -228,9 +242,9 @@ class _Server:
       _send(s, {"error": f"bad request: {e}"})
       s.close()
       return
-    device, gpu_index, max_jobs = job_facts(request["job_path"])
-    key = (device, gpu_index)
-    if max_jobs > 1:
+    facts = job_facts(request["job_path"])
+    key, max_jobs = (facts.device, facts.gpu_index), facts.max_jobs
+    if max_jobs > 1 and not facts.starts_ahead:
       for j in self.judges.values():
         if j.client is None and not j.retired and j.key == key and self._hand(j, request,
                                                                               secret_fd):
