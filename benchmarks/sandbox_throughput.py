@@ -86,8 +86,13 @@ declare (KZ_LITE_STD_TEXT_ALWAYS=1: lite_build.lite_cuda_source); with `wkX` (e.
 default before 2026-12-07), judges' model weights kept on the GPU between holds up to X of its
 memory instead of SandboxConfig.weights_kept_share's (at most 1 - gpu_budget.CHECK_MEMORY_SHARE);
 with `again`, the batch judged once through the pool first (its rate printed, its verdicts in
-<out>.<path>.first_batch.verdicts.jsonl) and the pool's second batch measured: an RL run's pool,
-its judge processes started and its references measured by the step before.
+<out>.<path>.first_batch.verdicts.jsonl) and the pool's second batch measured: its judge
+processes started and its references measured by the batch before (an RL run's pool keeps the
+references for its lifetime, the judges only while a step comes within zygote.JUDGE_IDLE_S of
+the last); with `prestart`,
+the pool's judge processes started ahead of the batch (SandboxPool.start_judges: each its CUDA
+context and warm-up, as an RL run's pool could while its policy samples), their start reported
+apart (judges_started) and not counted in the batch's time.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -150,12 +155,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall", "skiplight", "tfirst", "stdtext", "again")
+              "keepall", "skiplight", "tfirst", "stdtext", "again", "prestart")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
-             "[:skiplight][:tfirst][:stdtext][:again]"
+             "[:skiplight][:tfirst][:stdtext][:again][:prestart]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -381,6 +386,8 @@ class BenchPath(NamedTuple):
   weights_kept_share: float | None = None
   # the batch judged once through the pool before the batch that is measured (_first_batch)
   second_batch: bool = False
+  # the pool's judge processes started before the batch (SandboxPool.start_judges)
+  prestart: bool = False
 
 
 def _weights_share_allowed(share: float) -> bool:
@@ -423,7 +430,8 @@ def parse_path(path: str) -> BenchPath:
   `skiplight`: no fast build after a lite build that the light header cannot mend; `tfirst`: a
   timing waiting for the GPU keeps new checks off it; `stdtext`: every lite .cu with the
   standard text headers; `wkX`: judges' weights kept on the GPU between holds up to X of its
-  memory; `again`: the batch measured is the pool's second, after the same batch once)."""
+  memory; `again`: the batch measured is the pool's second, after the same batch once;
+  `prestart`: the pool's judge processes started before the batch)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -482,7 +490,7 @@ def parse_path(path: str) -> BenchPath:
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
                    "keepall" not in flags_given, "skiplight" in flags_given,
                    "tfirst" in flags_given, "stdtext" in flags_given, weights_share,
-                   "again" in flags_given)
+                   "again" in flags_given, "prestart" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -700,6 +708,7 @@ def run() -> dict:
         pool.warm_up(_BACKENDS.value, wait=True)
       server_start = time.perf_counter() - started
       first_batch = _first_batch(pool, jobs, meta, name) if path.second_batch else None
+      judges_started = pool.start_judges() if path.prestart else None
       log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
       cpu = stack.enter_context(CpuLoad())
       clocks = stack.enter_context(GpuClocks(enabled=device == "cuda"))
@@ -775,6 +784,11 @@ def run() -> dict:
                      "start_ups_apart": apart, "timings_beside_startups": beside,
                      "disturbed_timings": disturbed, "disturbance_classes": classes,
                      "judge_processes": served, "by_kind": kinds, "rows": rows}
+    if judges_started is not None:
+      results[name]["judges_started"] = judges_started
+      print(f"\n{name}: {judges_started['started']} judge processes started ahead of the batch "
+            f"in {judges_started['seconds']} s (not counted in its time); failed: "
+            f"{judges_started['failed'][:3]}")
     if first_batch is not None:
       results[name]["first_batch"] = {
           "wall_s": first_batch["wall_s"], "per_minute": first_batch["per_minute"],

@@ -183,7 +183,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
                                                                    True, None, None, False, None,
                                                                    True, True, False, False,
                                                                    True, True, False, False,
-                                                                   False, None, False))
+                                                                   False, None, False,
+                                                                   False))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -325,6 +326,10 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:band1-3:again", lite=3, concurrency=4,
       speedup_band=(1.0, 3.0), second_batch=True)
   assert not parse_path("zygote:lite_pch:reuse:gpu4").second_batch
+  assert parse_path("zygote:lite_pch:reuse:gpu4:prestart:band1-3") == path(
+      "zygote:lite_pch:reuse:gpu4:prestart:band1-3", lite=3, concurrency=4,
+      speedup_band=(1.0, 3.0), prestart=True)
+  assert not parse_path("zygote:lite_pch:reuse:gpu4").prestart
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",
@@ -332,7 +337,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:noledger:noledger", "zygote:fast:pybind:pybind",
               "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
               "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
-              "zygote:fast:again:again",
+              "zygote:fast:again:again", "zygote:fast:prestart:prestart",
               "zygote:fast:skiplight:skiplight", "zygote:fast:tfirst:tfirst",
               "zygote:fast:stdtext:stdtext", "zygote:fast:wk0", "zygote:fast:wk0.0",
               "zygote:fast:wk1", "zygote:fast:wk0.1:wk0.2", "zygote:fast:wk0.5",
