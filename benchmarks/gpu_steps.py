@@ -924,6 +924,30 @@ def completion_rates(rows: list[dict], middle: float = 0.8) -> dict[str, Any]:
   return out
 
 
+def first_wave(rows: list[dict], within_s: float = 1.0) -> dict[str, Any]:
+  """The jobs that started at the submission (stage_seconds["queue"] under `within_s`: one per
+  judge the pool runs at once) against the correct ones that started later, medians (s): their
+  build stage, the judge's start-up step "device" (its CUDA context, fence included: 0 in a judge
+  process that made it before, judge_host.py, judge_start.py) and the worker's wait for the
+  start-up fence, and their whole time from start to verdict. What a batch loses at its start
+  (completion_rates' start_lost_s) is mostly the first wave's longer way."""
+  def medians(found: list[dict]) -> dict[str, Any]:
+    def pick(side: str, step: str) -> list[float]:
+      got = [(((r.get("evidence") or {}).get("startup_seconds") or {}).get(side) or {}).get(step)
+             for r in found]
+      return [x for x in got if isinstance(x, (int, float))]
+    stages = lambda name: [r["stage_seconds"][name] for r in found
+                           if isinstance(r["stage_seconds"].get(name), (int, float))]
+    return {"n": len(found), "build": rounded_median(stages("build")),
+            "judge_device": rounded_median(pick("judge", "device")),
+            "worker_fence": rounded_median(pick("worker", "fence")),
+            "total": rounded_median(stages("total"))}
+  timed = [r for r in rows if isinstance((r.get("stage_seconds") or {}).get("queue"), (int, float))]
+  return {"first": medians([r for r in timed if r["stage_seconds"]["queue"] < within_s]),
+          "later_correct": medians([r for r in timed if r["stage_seconds"]["queue"] >= within_s
+                                    and r.get("status") == "correct"])}
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -1132,6 +1156,8 @@ def main(argv: list[str]) -> None:
   timeline = hold_timeline(rows)
   print("\nverdicts as they came (s from the submission; the middle 80% of them):",
         completion_rates(rows))
+  print("the first wave (started at the submission) against later correct ones (medians, s):",
+        first_wave(rows))
   print("\nGPU holds side by side:", timeline)
   print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
   print("\nthe workers started, by why, and their start-ups' seconds with the fence held:",

@@ -560,6 +560,34 @@ def test_the_benchmarks_give_the_rate_of_a_batchs_middle_verdicts_apart_from_its
       "n": 2, "last_s": 3.0, "per_minute": 40.0, "tenth_s": 3.0}
 
 
+def test_the_benchmarks_set_a_batchs_first_wave_against_its_later_jobs():
+  """gpu_steps.first_wave: the jobs started at the submission against the correct ones started
+  later, by their build stage, the judge's and the worker's start-up steps, and their total."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+
+  def row(queue, status, build, total, device=None, fence=None):
+    startup = {"judge": {"device": device} if device is not None else {},
+               "worker": {"fence": fence} if fence is not None else {}}
+    return {"status": status, "stage_seconds": {"queue": queue, "build": build, "total": total},
+            "evidence": {"startup_seconds": startup}}
+
+  rows = [row(0.01, "correct", 20.0, 30.0, device=9.0, fence=6.0),
+          row(0.02, "rejected", 10.0, 12.0, device=5.0),
+          row(0.5, "correct", 16.0, 26.0, device=7.0, fence=4.0),
+          row(12.0, "correct", 3.0, 8.0, device=0.0),
+          row(13.0, "correct", 5.0, 10.0, device=0.0, fence=2.0),
+          row(14.0, "incorrect", 40.0, 50.0, device=0.0),  # later, not correct: left out
+          {"status": "correct", "stage_seconds": {}}]  # no queue time: left out
+  assert gpu_steps.first_wave(rows) == {
+      "first": {"n": 3, "build": 16.0, "judge_device": 7.0, "worker_fence": 5.0, "total": 26.0},
+      "later_correct": {"n": 2, "build": 4.0, "judge_device": 0.0, "worker_fence": 2.0,
+                        "total": 9.0}}
+  assert gpu_steps.first_wave([]) == {
+      "first": {"n": 0, "build": None, "judge_device": None, "worker_fence": None, "total": None},
+      "later_correct": {"n": 0, "build": None, "judge_device": None, "worker_fence": None,
+                        "total": None}}
+
+
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():
   """gpu_steps.weights_apart_by_problem: only the ledger's refusals (they name what others
   kept); the share that would have kept each is the others' and twice its own, over the GPU;
