@@ -13,6 +13,7 @@ import pathlib
 from kernelzero_jax.sandbox import Job
 from kernelzero_jax.sandbox import SandboxConfig
 from kernelzero_jax.sandbox import SandboxPool
+from kernelzero_jax.sandbox import evaluate
 from kernelzero_jax.sandbox import judge_start
 from kernelzero_jax.sandbox import launchers
 
@@ -58,6 +59,16 @@ def test_no_judge_starts_where_a_judge_serves_one_job_or_comes_from_a_plain_proc
   with SandboxPool(CONFIG, max_parallel=2, launcher="subprocess") as pool:
     assert pool.start_judges()["started"] == 0
     assert pool.start_judges(judges=0)["started"] == 0
+
+
+def test_a_start_that_fails_to_run_is_told_not_raised(monkeypatch):
+  def broken(job, config, launcher):
+    raise OSError("no room for the job's files")
+  monkeypatch.setattr(evaluate, "run_judge", broken)
+  with SandboxPool(CONFIG, max_parallel=2) as pool:
+    got = pool.start_judges()
+  assert got["started"] == 0 and got["pids"] == []
+  assert got["failed"] == ["OSError: no room for the job's files"] * 2
 
 
 def test_a_start_reports_its_steps_through_a_judge_process():

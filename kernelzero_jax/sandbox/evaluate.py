@@ -205,8 +205,15 @@ class SandboxPool:
       return out
     jobs = [{"kind": judge_start.KIND, "config": self.config.to_dict(),
              "gpu_index": self.gpu_indices[i % len(self.gpu_indices)]} for i in range(count)]
+
+    def start(job: dict) -> tuple[dict | None, str, bool]:
+      try:
+        return run_judge(job, self.config, self.launcher)
+      except Exception as e:  # pylint: disable=broad-except
+        return None, f"{type(e).__name__}: {e}", False
+
     with concurrent.futures.ThreadPoolExecutor(count) as ex:
-      for report, why, _ in ex.map(lambda job: run_judge(job, self.config, self.launcher), jobs):
+      for report, why, _ in ex.map(start, jobs):
         if report is not None and report.get("ready") is True:
           out["started"] += 1
           out["pids"].append((report.get("evidence") or {}).get("judge_process", {}).get("pid"))
