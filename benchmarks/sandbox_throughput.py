@@ -473,6 +473,11 @@ def parse_path(path: str) -> BenchPath:
                          f"with a launcher of {LAUNCHERS}, a build of {', '.join(LITE_LEVELS)}, "
                          "a reference of reuse, measure, N >= 1 judges checking on the GPU "
                          "at once and a timing target of S > 0 seconds")
+  if {"again", "prestart"} <= flags_given:
+    # The first batch's judges wait, idle, for the second: judges started then would come on top
+    # of them, more processes on the GPU than the pool runs at once.
+    raise app.UsageError(f"--paths: {path!r}: `again` and `prestart` do not go together (the "
+                         "first batch starts the second's judges)")
   return BenchPath(path, launcher, build != "plain", reference == "reuse", concurrency,
                    LITE_LEVELS[build], "nopre" not in flags_given, "serial" not in flags_given,
                    "torchcmp" not in flags_given, "alone" not in flags_given, target,

@@ -330,6 +330,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:prestart:band1-3", lite=3, concurrency=4,
       speedup_band=(1.0, 3.0), prestart=True)
   assert not parse_path("zygote:lite_pch:reuse:gpu4").prestart
+  with pytest.raises(app.UsageError, match="do not go together"):
+    parse_path("zygote:lite_pch:reuse:gpu4:again:prestart")
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
               "zygote:fast:mt0", "zygote:fast:mt5:mt6", "zygote:fast:prec-0.1",
               "zygote:fast:regahead:regahead", "zygote:fast:band3-1", "zygote:fast:band0-3",

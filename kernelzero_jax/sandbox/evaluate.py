@@ -192,7 +192,9 @@ class SandboxPool:
     warm-up, the comparison kernel: judge_start.py) and then waits in the warm server, for up to
     zygote.JUDGE_IDLE_S, for the pool's next jobs, which find all of that done. Only where judges
     come from the warm server and one serves several jobs (SandboxConfig.jobs_per_judge: on a
-    GPU by default); elsewhere none starts. Returns {"started": how many are ready, "pids": their
+    GPU by default); elsewhere none starts. They come on top of any judge processes already
+    idle in the server (the last batch's, for up to JUDGE_IDLE_S): call it before a batch that
+    finds none, as a first one does. Returns {"started": how many are ready, "pids": their
     processes, "failed": why the others are not, "seconds": the wall time}; a start that fails
     leaves the pool's jobs to start their judges as before."""
     # pylint: disable=import-outside-toplevel
