@@ -3,9 +3,9 @@
 On an H200 a batch of 259 CUDA candidates lost 14-22 s at its start against the rate of its
 middle (benchmarks/gpu_steps.py, completion_rates): its first 24 judges and their 24 workers all
 created CUDA contexts at once, through the start-up fence that the driver serialises anyway, while
-24 builds took the CPU. The judges' own contexts took 9.5 s at the median there (up to 35 s),
-against 0.2-1 s for one alone; a judge process that serves several jobs (judge_host.py) makes its
-context once, for its first.
+24 builds took the CPU. The judges' own contexts took 5-10 s at the median there (up to 35 s;
+BENCHMARKS.md, "What a batch loses at its start"), against about 0.25 s for one alone; a judge
+process that serves several jobs (judge_host.py) makes its context once, for its first.
 
 A start job is that first job without a candidate: the judge process makes its device ready as a
 candidate's judge does (its CUDA context under the fence, the device's warm-up, the comparison
