@@ -50,6 +50,20 @@ def rounded_median(values: list[float]) -> float | None:
   return round(statistics.median(values), 3) if values else None
 
 
+def step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:
+  """Median seconds of each named step over the candidates that have it, in first-seen order."""
+  steps = [s or {} for s in steps]
+  names = list(dict.fromkeys(name for s in steps for name in s))
+  return {name: rounded_median([s[name] for s in steps if name in s]) for name in names}
+
+
+def startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:
+  """Median seconds of each worker and judge start-up step (evidence["startup_seconds"]) over
+  the candidates that were built, in the order the steps ran."""
+  return {side: step_medians([((r.get("evidence") or {}).get("startup_seconds") or {}).get(side)
+                              for r in rows]) for side in ("worker", "judge")}
+
+
 def rounded_p90(values: list[float], digits: int = 3) -> float | None:
   """The 90th percentile (the nearest rank below) of `values`, rounded; None for no values."""
   ordered = sorted(values)
@@ -932,16 +946,11 @@ def first_wave(rows: list[dict], within_s: float = 1.0) -> dict[str, Any]:
   start-up fence, and their whole time from start to verdict. What a batch loses at its start
   (completion_rates' start_lost_s) is mostly the first wave's longer way."""
   def medians(found: list[dict]) -> dict[str, Any]:
-    def pick(side: str, step: str) -> list[float]:
-      got = [(((r.get("evidence") or {}).get("startup_seconds") or {}).get(side) or {}).get(step)
-             for r in found]
-      return [x for x in got if isinstance(x, (int, float))]
-    stages = lambda name: [r["stage_seconds"][name] for r in found
-                           if isinstance(r["stage_seconds"].get(name), (int, float))]
-    return {"n": len(found), "build": rounded_median(stages("build")),
-            "judge_device": rounded_median(pick("judge", "device")),
-            "worker_fence": rounded_median(pick("worker", "fence")),
-            "total": rounded_median(stages("total"))}
+    stages = step_medians([r["stage_seconds"] for r in found])
+    startup = startup_medians(found)
+    return {"n": len(found), "build": stages.get("build"),
+            "judge_device": startup["judge"].get("device"),
+            "worker_fence": startup["worker"].get("fence"), "total": stages.get("total")}
   timed = [r for r in rows if isinstance((r.get("stage_seconds") or {}).get("queue"), (int, float))]
   return {"first": medians([r for r in timed if r["stage_seconds"]["queue"] < within_s]),
           "later_correct": medians([r for r in timed if r["stage_seconds"]["queue"] >= within_s

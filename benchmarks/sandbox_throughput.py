@@ -141,7 +141,9 @@ from benchmarks.gpu_clocks import GpuClocks, timing_clocks
 from benchmarks.gpu_steps import (check_waits, disturbance_classes, disturbed_timings,
                                    hold_timeline, new_workers, timing_gaps,
                                    left_after_release, message_costs,
-                                   rounded_median as _median, timing_calls_beyond,
+                                   rounded_median as _median,
+                                   startup_medians as _startup_medians,
+                                   step_medians as _step_medians, timing_calls_beyond,
                                    timing_trials_summary, timing_wall_ratios, times_against,
                                    timings_beside_startups)
 from kernelzero_jax import atomic_file
@@ -992,13 +994,6 @@ def fused_compare_summary(rows: list[dict]) -> dict[str, Any]:
           "errors": sorted({f["error"][:100] for f in fused if f.get("error")})[:5]}
 
 
-def _startup_medians(rows: list[dict]) -> dict[str, dict[str, float]]:
-  """Median seconds of each worker and judge start-up step (evidence["startup_seconds"]) over
-  the candidates that were built, in the order the steps ran."""
-  return {side: _step_medians([((r.get("evidence") or {}).get("startup_seconds") or {}).get(side)
-                               for r in rows]) for side in ("worker", "judge")}
-
-
 def copy_spread(rows: list[dict]) -> dict[str, Any]:
   """How far the timed copies of one candidate disagree: (max - min) / median of their
   candidate_ms, in percent, per candidate with two or more timed copies; the median and the
@@ -1024,13 +1019,6 @@ def after_forward(rows: list[dict]) -> dict[str, Any]:
           "median_ms": round(statistics.median(values), 4) if values else None,
           "max_ms": round(max(values), 4) if values else None,
           "over_1ms": sum(v > 1.0 for v in values)}
-
-
-def _step_medians(steps: list[dict[str, float] | None]) -> dict[str, float]:
-  """Median seconds of each named step over the candidates that have it, in first-seen order."""
-  steps = [s or {} for s in steps]
-  names = list(dict.fromkeys(name for s in steps for name in s))
-  return {name: _median([s[name] for s in steps if name in s]) for name in names}
 
 
 def _write(payload: dict) -> None:
