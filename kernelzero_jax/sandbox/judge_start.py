@@ -61,12 +61,13 @@ def start_job(job: dict[str, Any]) -> StartReport:
     if judge._warm_up_device():
       clock.lap("warm_up")
     if judge.device.type == "cuda" and judge.cfg.fused_compare:
-      from kernelzero_jax.sandbox import fused_compare
-      try:  # (memoised: the first candidate's judge finds it compiled)
-        fused_compare.compile_cubin(torch.cuda.get_device_capability(judge.device))
-      except Exception as e:  # pylint: disable=broad-except
-        # The candidates' judges compile it again, and report what fails then.
-        report.reasons.append(f"fused_compare: {type(e).__name__}: {e}"[:300])
+      # Its compile as a candidate's judge starts it (fused_compare.compile_cubin is memoised:
+      # the first candidate's judge finds it compiled); one that fails is compiled again then,
+      # and reported there.
+      judge._start_fused_compare()
+      judge._fused_thread.join()
+      if "error" in judge._fused_built:
+        report.reasons.append(f"fused_compare: {judge._fused_built['error']}"[:300])
       clock.lap("fused_compare")
     report.ready = True
   except StageFailure as f:
