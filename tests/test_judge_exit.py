@@ -48,8 +48,13 @@ FAKE_JUDGE = textwrap.dedent(f"""
 
 @pytest.fixture(name="plain")
 def plain_launcher(monkeypatch, tmp_path):
-  script = tmp_path / "fake_judge.py"
-  script.write_text(FAKE_JUDGE + "sys.exit(fake_main(sys.argv))\n")
+  return _script_launcher(monkeypatch, tmp_path / "fake_judge.py",
+                          FAKE_JUDGE + "sys.exit(fake_main(sys.argv))\n")
+
+
+def _script_launcher(monkeypatch, script: pathlib.Path, text: str) -> launchers.SubprocessLauncher:
+  """A SubprocessLauncher whose judge processes run `text` (a script) instead of judge.main."""
+  script.write_text(text)
   monkeypatch.setattr(launchers, "_judge_command",
                       lambda job, result: [sys.executable, str(script), job, result])
   return launchers.SubprocessLauncher()
@@ -72,11 +77,7 @@ STEPPED_JUDGE = textwrap.dedent(f"""
 
 @pytest.fixture(name="stepped")
 def stepped_clock_launcher(monkeypatch, tmp_path):
-  script = tmp_path / "stepped_judge.py"
-  script.write_text(STEPPED_JUDGE)
-  monkeypatch.setattr(launchers, "_judge_command",
-                      lambda job, result: [sys.executable, str(script), job, result])
-  return launchers.SubprocessLauncher()
+  return _script_launcher(monkeypatch, tmp_path / "stepped_judge.py", STEPPED_JUDGE)
 
 
 @pytest.fixture(name="warm")
