@@ -27,7 +27,8 @@
 #            the 9); a path ending in `:again` judges the batch twice through one pool and
 #            measures the second, its judges kept from the first (an RL step's pool keeps them
 #            only where the step came within zygote.JUDGE_IDLE_S, 30 s; twice as long); one
-#            with `:prestart` starts the pool's judges before the batch (start_judges)
+#            with `:prestart` starts the pool's judges before the batch (start_judges); one with
+#            `:spread` starts each problem's jobs evenly over the batch (SandboxConfig.job_order)
 #   rlmix    a batch that fails as an RL step's does: each of the teacher's 27 CUDA kernels
 #            $COPIES times (default 2) and $FAULT_COPIES (default 2) copies of each failing
 #            variant of it ($RLMIX_FAULTS of benchmarks/faulty_candidates.py, by default compile,

@@ -92,7 +92,9 @@ references for its lifetime, the judges only while a step comes within zygote.JU
 the last); with `prestart`,
 the pool's judge processes started ahead of the batch (SandboxPool.start_judges: each its CUDA
 context and warm-up, as an RL run's pool could while its policy samples), their start reported
-apart (judges_started) and not counted in the batch's time.
+apart (judges_started) and not counted in the batch's time; with `spread`, the pool starts each
+reference's jobs evenly over the batch (SandboxConfig.job_order "spread", job_order.py), not in
+the batch's order.
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -157,12 +159,12 @@ PATH_FLAGS = ("nopre", "serial", "torchcmp", "alone", "nonice", "refafter", "rel
               "nowarm", "nosetup", "nofence", "onejob", "refregen", "gcscan", "wsspawn",
               "seqlaunch", "pageable", "secondfirst", "pristine", "allseed", "noretime",
               "regahead", "noledger", "pybind", "emptyfence", "refinhold", "keptfallback",
-              "keepall", "skiplight", "tfirst", "stdtext", "again", "prestart")
+              "keepall", "skiplight", "tfirst", "stdtext", "again", "prestart", "spread")
 PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alone][:nonice]"
              "[:refafter][:release][:nowarm][:nosetup][:nofence][:onejob][:refregen][:gcscan]"
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
-             "[:skiplight][:tfirst][:stdtext][:again][:prestart]"
+             "[:skiplight][:tfirst][:stdtext][:again][:prestart][:spread]"
              "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
@@ -390,6 +392,8 @@ class BenchPath(NamedTuple):
   second_batch: bool = False
   # the pool's judge processes started before the batch (SandboxPool.start_judges)
   prestart: bool = False
+  # each reference's jobs started evenly over the batch (SandboxConfig.job_order "spread")
+  spread: bool = False
 
 
 def _weights_share_allowed(share: float) -> bool:
@@ -433,7 +437,8 @@ def parse_path(path: str) -> BenchPath:
   timing waiting for the GPU keeps new checks off it; `stdtext`: every lite .cu with the
   standard text headers; `wkX`: judges' weights kept on the GPU between holds up to X of its
   memory; `again`: the batch measured is the pool's second, after the same batch once;
-  `prestart`: the pool's judge processes started before the batch)."""
+  `prestart`: the pool's judge processes started before the batch; `spread`: each reference's
+  jobs started evenly over the batch)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
@@ -497,7 +502,8 @@ def parse_path(path: str) -> BenchPath:
                    "refinhold" in flags_given, "keptfallback" not in flags_given,
                    "keepall" not in flags_given, "skiplight" in flags_given,
                    "tfirst" in flags_given, "stdtext" in flags_given, weights_share,
-                   "again" in flags_given, "prestart" in flags_given)
+                   "again" in flags_given, "prestart" in flags_given,
+                   "spread" in flags_given)
 
 
 def _server_env(path: BenchPath):
@@ -700,6 +706,7 @@ def run() -> dict:
                                  skip_light_after_lite_errors=(
                                      base.skip_light_after_lite_errors or path.skip_light),
                                  timings_first=base.timings_first or path.timings_first,
+                                 job_order="spread" if path.spread else base.job_order,
                                  weights_kept_share=(
                                      base.weights_kept_share if path.weights_kept_share is None
                                      else path.weights_kept_share))

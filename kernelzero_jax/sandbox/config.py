@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from kernelzero_jax.sandbox.gpu_budget import CHECK_MEMORY_SHARE, WEIGHTS_KEPT_SHARE
+from kernelzero_jax.sandbox.job_order import JOB_ORDERS
 
 # name -> {dtype: (atol, rtol)}; "*" applies to every dtype not listed.
 TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
@@ -91,6 +92,11 @@ class SandboxConfig:
   # GPU (BENCHMARKS.md, the two sections named for `tfirst`); the H200, where the slot waits
   # were, is not measured: off (sandbox_throughput's path token `tfirst`).
   timings_first: bool = False
+  # The order in which a pool starts its jobs (job_order.JOB_ORDERS; verdicts come back in the
+  # caller's order): "given", as they came, or "spread", each reference's jobs evenly over the
+  # batch, so that the judges of one reference do not wait side by side for the same weights'
+  # place and CPU work (job_order.py).
+  job_order: str = "given"
   # With gpu_concurrency > 1: a judge whose problem is small enough for every judge on the GPU
   # to keep a check's memory outside the slots (gpu_budget.memory_kept_fits) keeps its memory from
   # its checks to its timing and on, instead of freeing it (in itself and its worker) before
@@ -315,6 +321,8 @@ class SandboxConfig:
       raise ValueError("weights_kept_share must be in (0, 1 - gpu_budget.CHECK_MEMORY_SHARE] = "
                        f"(0, {1 - CHECK_MEMORY_SHARE:.2f}] (checks may fill the rest), got "
                        f"{self.weights_kept_share}")
+    if self.job_order not in JOB_ORDERS:
+      raise ValueError(f"job_order must be one of {sorted(JOB_ORDERS)}, got {self.job_order!r}")
     if self.num_correct_trials < 1:
       raise ValueError("num_correct_trials must be >= 1")
     for name in ("build_timeout_s", "correctness_timeout_s", "timing_timeout_s", "memory_limit_gb"):

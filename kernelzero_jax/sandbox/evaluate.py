@@ -24,6 +24,7 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from kernelzero_jax.sandbox import gpu_budget
+from kernelzero_jax.sandbox import job_order
 from kernelzero_jax.sandbox import verdict as V
 from kernelzero_jax.sandbox.config import BACKENDS, SandboxConfig
 from kernelzero_jax.sandbox.launchers import (SubprocessLauncher, ZygoteLauncher, judge_env,
@@ -322,8 +323,9 @@ class SandboxPool:
   def evaluate(self, jobs: Iterable[Job], progress: bool = False,
                on_result: Callable[[int, Job, V.Verdict], None] | None = None,
                once_per_candidate: bool = True) -> list[V.Verdict]:
-    """Returns verdicts in job order. `on_result` sees each verdict as soon as it exists, so a
-    caller can persist it before the rest are done.
+    """Returns verdicts in job order, whatever order SandboxConfig.job_order starts them in.
+    `on_result` sees each verdict as soon as it exists, so a caller can persist it before the
+    rest are done.
 
     Identical jobs (same reference, candidate and backend), common in RL groups and among the
     samples of a nearly deterministic policy, are judged once unless `once_per_candidate` is
@@ -339,7 +341,10 @@ class SandboxPool:
       else:
         first.setdefault(key, i)
         copies_of[i] = []
-    judged = list(copies_of)
+    # Started in the config's order (job_order.py); `relay` puts each verdict back in its place.
+    unique = list(copies_of)
+    judged = [unique[u] for u in job_order.order(
+        self.config.job_order, [(jobs[i].reference_source, jobs[i].backend) for i in unique])]
     results: list[V.Verdict | None] = [None] * len(jobs)
 
     def relay(u: int, job: Job, verdict: V.Verdict) -> None:
