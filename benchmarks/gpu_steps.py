@@ -957,6 +957,30 @@ def first_wave(rows: list[dict], within_s: float = 1.0) -> dict[str, Any]:
                                     and r.get("status") == "correct"])}
 
 
+def idle_by_window(rows: list[dict], window_s: float = 10.0) -> list[float]:
+  """The seconds nobody held the GPU in each `window_s` from the first hold's start (the last
+  window ends with the last hold): where a batch leaves its GPU idle, at its start, between, or
+  at its end. [] without holds."""
+  holds = sorted((start, end) for r in rows for start, end, _ in _holds(r))
+  if not holds:
+    return []
+  merged = [list(holds[0])]
+  for start, end in holds[1:]:
+    if start > merged[-1][1]:
+      merged.append([start, end])
+    else:
+      merged[-1][1] = max(merged[-1][1], end)
+  first, last = merged[0][0], merged[-1][1]
+  out = []
+  at = first
+  while at < last:
+    until = min(at + window_s, last)
+    held = sum(max(0.0, min(end, until) - max(start, at)) for start, end in merged)
+    out.append(round(until - at - held, 1))
+    at += window_s
+  return out
+
+
 def read_apps(path: str) -> list[tuple[float, int, int]]:
   """gpu_apps.py's samples; lines that are not `time,pid,MiB` are skipped."""
   out = []
@@ -1168,6 +1192,7 @@ def main(argv: list[str]) -> None:
   print("the first wave (started at the submission) against later correct ones (medians, s):",
         first_wave(rows))
   print("\nGPU holds side by side:", timeline)
+  print("the GPU idle (s) in each 10 s from the first hold:", idle_by_window(rows))
   print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
   print("\nthe workers started, by why, and their start-ups' seconds with the fence held:",
         new_workers(rows, args.per_worker))

@@ -588,6 +588,23 @@ def test_the_benchmarks_set_a_batchs_first_wave_against_its_later_jobs():
                         "total": None}}
 
 
+def test_the_benchmarks_say_where_the_gpu_idled():
+  """gpu_steps.idle_by_window: the seconds in each window that no hold covered, from the first
+  hold's start; overlapping holds counted once; the last window ends with the last hold."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+
+  def row(*holds):
+    return {"evidence": {"gpu_holds": [list(h) for h in holds]}}
+
+  rows = [row((100.0, 104.0, "alone"), (112.0, 113.0, "shared")),
+          row((103.0, 106.0, "shared"), (119.0, 125.0, "alone")),
+          row((124.0, 124.5, "shared")), {"evidence": {}}]
+  # 0-10: held 0-6 -> 4 idle; 10-20: held 12-13 and 19-20 -> 8; 20-25: held to 25 -> 0
+  assert gpu_steps.idle_by_window(rows) == [4.0, 8.0, 0.0]
+  assert gpu_steps.idle_by_window(rows, window_s=25.0) == [12.0]
+  assert gpu_steps.idle_by_window([{"evidence": {}}]) == []
+
+
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():
   """gpu_steps.weights_apart_by_problem: only the ledger's refusals (they name what others
   kept); the share that would have kept each is the others' and twice its own, over the GPU;
