@@ -161,6 +161,11 @@ class SandboxPool:
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
+  def gpu_of(self, i: int) -> int:
+    """The GPU of the pool's i-th job (of a batch, a module check, a judge started ahead):
+    round-robin over gpu_indices."""
+    return self.gpu_indices[i % len(self.gpu_indices)]
+
   def facts_path(self, reference_source: str, gpu_index: int) -> str:
     """The file where judges of this reference, config and GPU share the reference's facts."""
     with self._facts_lock:
@@ -207,7 +212,7 @@ class SandboxPool:
         or self.config.jobs_per_judge() < 2 or not self.launcher.start()):
       return out
     jobs = [{"kind": judge_start.KIND, "config": self.config.to_dict(),
-             "gpu_index": self.gpu_indices[i % len(self.gpu_indices)]} for i in range(count)]
+             "gpu_index": self.gpu_of(i)} for i in range(count)]
 
     def start(job: dict) -> tuple[dict | None, str, bool]:
       try:
@@ -373,7 +378,7 @@ class SandboxPool:
 
     def judge(i: int, j: Job) -> V.Verdict:
       started = time.perf_counter()
-      gpu = self.gpu_indices[i % len(self.gpu_indices)]
+      gpu = self.gpu_of(i)
       facts = (self.facts_path(j.reference_source, gpu) if self.config.reuse_reference
                else None)
       # (A digest: the pool keeps its keys for its lifetime, as an RL run's modules come and go.)
@@ -406,8 +411,7 @@ class SandboxPool:
 
     def judge(i: int, source: str) -> ModuleVerdict:
       started = time.perf_counter()
-      verdict = validate_module(source, self.config, limits,
-                                self.gpu_indices[i % len(self.gpu_indices)], self.launcher)
+      verdict = validate_module(source, self.config, limits, self.gpu_of(i), self.launcher)
       verdict.seconds = round(time.perf_counter() - started, 3)
       return verdict
 
