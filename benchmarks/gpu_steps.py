@@ -961,24 +961,45 @@ def idle_by_window(rows: list[dict], window_s: float = 10.0) -> list[float]:
   """The seconds nobody held the GPU in each `window_s` from the first hold's start (the last
   window ends with the last hold): where a batch leaves its GPU idle, at its start, between, or
   at its end. [] without holds."""
-  holds = sorted((start, end) for r in rows for start, end, _ in _holds(r))
+  holds = [(start, end) for r in rows for start, end, _ in _holds(r)]
   if not holds:
     return []
-  merged = [list(holds[0])]
-  for start, end in holds[1:]:
-    if start > merged[-1][1]:
-      merged.append([start, end])
-    else:
-      merged[-1][1] = max(merged[-1][1], end)
-  first, last = merged[0][0], merged[-1][1]
+  at, last = min(start for start, _ in holds), max(end for _, end in holds)
   out = []
-  at = first
   while at < last:
     until = min(at + window_s, last)
-    held = sum(max(0.0, min(end, until) - max(start, at)) for start, end in merged)
-    out.append(round(until - at - held, 1))
+    out.append(round(until - at - _union_within(holds, at, until), 1))
     at += window_s
   return out
+
+
+def slow_reference_steps(rows: list[dict], least_s: float = 20.0) -> dict[str, Any]:
+  """Per problem one of whose judges took `least_s` or more in its start-up step "reference"
+  (its reference built on the CPU and moved to the GPU, with the waits for a host-memory slot,
+  the weights ledger's place or the start-up fence): how many judges, when they started (their
+  queue seconds, from the submission), that step's median and range, and when the problem's
+  last verdict came; and the batch's last two verdicts (arrival seconds, name): whether the
+  batch ended on such a problem."""
+  found = collections.defaultdict(list)  # problem -> [(queue s, reference step s, arrival s)]
+  for r in rows:
+    step = (((r.get("evidence") or {}).get("startup_seconds") or {}).get("judge") or {}).get(
+        "reference")
+    queue = (r.get("stage_seconds") or {}).get("queue")
+    if all(isinstance(x, (int, float)) for x in (step, queue, r.get("seconds"))):
+      found[str(r.get("problem"))].append((float(queue), float(step), float(r["seconds"])))
+  problems = {}
+  for problem, judges in sorted(found.items()):
+    steps = [j[1] for j in judges]
+    if max(steps) >= least_s:
+      problems[problem] = {
+          "n": len(judges), "started_s": [round(min(j[0] for j in judges), 1),
+                                          round(max(j[0] for j in judges), 1)],
+          "reference_step_s": {"median": rounded_median(steps),
+                               "range": [round(min(steps), 1), round(max(steps), 1)]},
+          "last_verdict_s": round(max(j[2] for j in judges), 1)}
+  arrived = sorted((float(r["seconds"]), str(r.get("name"))) for r in rows
+                   if isinstance(r.get("seconds"), (int, float)))
+  return {"problems": problems, "last_verdicts": [(round(t, 1), name) for t, name in arrived[-2:]]}
 
 
 def read_apps(path: str) -> list[tuple[float, int, int]]:
@@ -1193,6 +1214,8 @@ def main(argv: list[str]) -> None:
         first_wave(rows))
   print("\nGPU holds side by side:", timeline)
   print("the GPU idle (s) in each 10 s from the first hold:", idle_by_window(rows))
+  print("problems whose judges' reference step took 20 s or more, and the last two verdicts:",
+        slow_reference_steps(rows))
   print("\nthe gaps between timings (alone holds), and the checks in them:", timing_gaps(rows))
   print("\nthe workers started, by why, and their start-ups' seconds with the fence held:",
         new_workers(rows, args.per_worker))

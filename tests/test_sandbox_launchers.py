@@ -605,6 +605,31 @@ def test_the_benchmarks_say_where_the_gpu_idled():
   assert gpu_steps.idle_by_window([{"evidence": {}}]) == []
 
 
+def test_the_benchmarks_name_problems_whose_reference_step_was_slow():
+  """gpu_steps.slow_reference_steps: problems with a judge's start-up step "reference" of
+  `least_s` or more, when their judges started, that step's median and range, their last
+  verdict; and the batch's last two verdicts."""
+  from benchmarks import gpu_steps  # pylint: disable=import-outside-toplevel
+
+  def row(name, problem, queue, reference, seconds):
+    return {"name": name, "problem": problem, "seconds": seconds,
+            "stage_seconds": {"queue": queue},
+            "evidence": {"startup_seconds": {"judge": {"reference": reference}}}}
+
+  rows = [row("a/0", "level2/59", 114.0, 8.0, 130.0), row("a/1", "level2/59", 116.0, 40.0, 170.0),
+          row("a/2", "level2/59", 122.0, 66.0, 196.7),
+          row("b/0", "level1/19", 2.0, 0.1, 10.0), row("b/1", "level1/19", 3.0, 19.9, 184.5),
+          {"name": "cheat", "status": "rejected", "seconds": 150.0, "evidence": {}}]
+  assert gpu_steps.slow_reference_steps(rows) == {
+      "problems": {"level2/59": {"n": 3, "started_s": [114.0, 122.0],
+                                 "reference_step_s": {"median": 40.0, "range": [8.0, 66.0]},
+                                 "last_verdict_s": 196.7}},
+      "last_verdicts": [(184.5, "b/1"), (196.7, "a/2")]}
+  assert list(gpu_steps.slow_reference_steps(rows, least_s=19.9)["problems"]) == [
+      "level1/19", "level2/59"]
+  assert gpu_steps.slow_reference_steps([]) == {"problems": {}, "last_verdicts": []}
+
+
 def test_the_benchmarks_say_which_judges_the_weights_ledger_had_no_room_for():
   """gpu_steps.weights_apart_by_problem: only the ledger's refusals (they name what others
   kept); the share that would have kept each is the others' and twice its own, over the GPU;

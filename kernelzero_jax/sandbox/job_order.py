@@ -4,7 +4,7 @@ A batch comes grouped: an RL step's completions prompt by prompt, a benchmark's 
 problem. Judges of one reference then run side by side and wait for the same things: a place for
 their weights in the GPU's ledger (level 2 problem 59's judges keep 8 GiB each, one or two at a
 time), their reference built on the CPU (5-11 s each for problem 59). In the batch of 259 the 9
-copies of problem 59 started together near the end, their judges' reference step took up to 66 s
+copies of problem 59 started together near the end, their judges' reference step took up to 71 s
 on an H100 and 77 s on an H200, and batches ended on them, the GPU idle for most of their last
 15 s (BENCHMARKS.md, "Judges started ahead"). `spread` places each reference's jobs evenly over the
 whole batch; verdicts come back in the caller's order either way.
