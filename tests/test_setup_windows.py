@@ -344,16 +344,16 @@ def test_under_a_hold_open_windows_are_not_waited_for_nor_told(own_tmp):
   """_timing_disturbed(wait=False), as _timed_in_hold asks: a closed window with kernels counts
   at once; one still open is left for the look after the hold, which waits and tells it."""
   judge = _Judge()
-  judge.cfg = SandboxConfig(setup_window_wait_s=0.3)
+  judge.cfg = SandboxConfig(setup_window_wait_s=1.0)
   start = time.time()
   other = Other(own_tmp)
   t0 = time.perf_counter()
   assert judge._timing_disturbed(start, time.time(), retimed=True, wait=False) is False
-  assert time.perf_counter() - t0 < 0.25  # no wait
+  assert time.perf_counter() - t0 < 0.75  # no wait
   assert "timing_disturbed" not in judge.verdict.evidence
   t0 = time.perf_counter()
   assert judge._timing_disturbed(start, time.time(), retimed=False) is False  # waited: unresolved
-  assert time.perf_counter() - t0 >= 0.3
+  assert time.perf_counter() - t0 >= 1.0
   assert [t["unresolved"] != [] for t in judge.verdict.evidence["timing_disturbed"]] == [True]
   other.close("2020")
   assert judge._timing_disturbed(start, time.time(), retimed=True, wait=False) is False
@@ -370,7 +370,7 @@ def test_by_default_a_judge_does_not_wait_for_open_windows(own_tmp):
   other = Other(own_tmp)
   t0 = time.perf_counter()
   assert judge._timing_disturbed(start, time.time(), retimed=True) is False
-  assert time.perf_counter() - t0 < 0.25
+  assert time.perf_counter() - t0 < 1.0
   assert [len(t["unresolved"]) for t in judge.verdict.evidence["timing_disturbed"]] == [1]
   other.close("0")
 
