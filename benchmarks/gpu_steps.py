@@ -686,8 +686,8 @@ def verdicts_differ(rows: list[dict], others: list[dict]) -> dict[str, Any]:
 def timing_trials_summary(rows: list[dict]) -> dict[str, Any]:
   """How many trials the timings ran and why they stopped (evidence["timing_trials"] and
   ["timing_stopped"]: timing.time_forward), per side: timings, trials summed and at the median,
-  and how many stopped for each reason ("precision", "outside" a speedup band) or ran as planned
-  (reference: only where measured, not reused)."""
+  and how many stopped for each reason ("precision", "outside" a speedup band, "far" over it)
+  or ran as planned (reference: only where measured, not reused)."""
   out = {}
   for side in ("candidate", "reference"):
     trials, stopped = [], collections.Counter()

@@ -94,7 +94,9 @@ the pool's judge processes started ahead of the batch (SandboxPool.start_judges:
 context and warm-up, as an RL run's pool could while its policy samples), their start reported
 apart (judges_started) and not counted in the batch's time; with `spread`, the pool starts each
 reference's jobs evenly over the batch (SandboxConfig.job_order "spread", job_order.py), not in
-the batch's order.
+the batch's order; with `farF` (e.g. `far3`) and a band, a candidate's timing whose first
+SandboxConfig.band_far_trials trials each took over F times the band's slow end stops after them,
+its audits still to come made at once (SandboxConfig.band_far_factor).
 The trailing flags come in any order. With a fast CUDA path, the precompiled header is built
 first (once per machine; its time is printed).
 To time reference reuse on RL-like groups, repeat the teacher's candidates; to see whether
@@ -165,7 +167,7 @@ PATH_FORM = ("LAUNCHER:BUILD[:REFERENCE][:gpuN][:nopre][:serial][:torchcmp][:alo
              "[:wsspawn][:seqlaunch][:pageable][:secondfirst][:pristine][:allseed][:noretime]"
              "[:regahead][:noledger][:pybind][:emptyfence][:refinhold][:keptfallback][:keepall]"
              "[:skiplight][:tfirst][:stdtext][:again][:prestart][:spread]"
-             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX]")
+             "[:tS][:pN][:fN][:wN][:wuN][:precX][:mtN][:bandL-H][:wkX][:farF]")
 TIMING_TOKEN = re.compile(r"t(\d+(?:\.\d*)?|\.\d+)")
 PARALLEL_TOKEN = re.compile(r"p[1-9]\d*")
 STARTUPS_TOKEN = re.compile(r"f\d+")
@@ -175,6 +177,7 @@ PRECISION_TOKEN = re.compile(r"prec(0|0?\.\d+)")
 WEIGHTS_SHARE_TOKEN = re.compile(r"wk(0?\.\d+)")
 MIN_TRIALS_TOKEN = re.compile(r"mt[1-9]\d*")
 BAND_TOKEN = re.compile(r"band(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?|inf)")
+FAR_TOKEN = re.compile(r"far(\d+(?:\.\d+)?)")
 
 
 _KB = flags.DEFINE_string("kernelbench_dir", None, "KernelBench problems (level1/, level2/).")
@@ -394,6 +397,9 @@ class BenchPath(NamedTuple):
   prestart: bool = False
   # each reference's jobs started evenly over the batch (SandboxConfig.job_order "spread")
   spread: bool = False
+  # a timing whose first trials are this far over the band's slow end stopped after them
+  # (SandboxConfig.band_far_factor; None: its default)
+  band_far_factor: float | None = None
 
 
 def _weights_share_allowed(share: float) -> bool:
@@ -438,11 +444,13 @@ def parse_path(path: str) -> BenchPath:
   standard text headers; `wkX`: judges' weights kept on the GPU between holds up to X of its
   memory; `again`: the batch measured is the pool's second, after the same batch once;
   `prestart`: the pool's judge processes started before the batch; `spread`: each reference's
-  jobs started evenly over the batch)."""
+  jobs started evenly over the batch; `farF`: with a band, a timing whose first trials each took
+  over F times the band's slow end stopped after them)."""
   launcher, _, rest = path.partition(":")
   build, *extra = rest.split(":")
   flags_given, target, parallel, startups, per_worker = set(), None, None, None, None
   warmup, precision, min_trials, band, weights_share = None, None, None, None, None
+  far = None
   while extra:
     token = extra[-1]
     if token in PATH_FLAGS and token not in flags_given:
@@ -468,6 +476,8 @@ def parse_path(path: str) -> BenchPath:
         0 < float(found[1]) < float(found[2])):
       band = (float(found[1]), float(found[2]))
       extra.pop()
+    elif FAR_TOKEN.fullmatch(token) and far is None and float(token[3:]) >= 1:
+      far = float(extra.pop()[3:])
     else:
       break
   concurrency = None
@@ -503,7 +513,7 @@ def parse_path(path: str) -> BenchPath:
                    "keepall" not in flags_given, "skiplight" in flags_given,
                    "tfirst" in flags_given, "stdtext" in flags_given, weights_share,
                    "again" in flags_given, "prestart" in flags_given,
-                   "spread" in flags_given)
+                   "spread" in flags_given, far)
 
 
 def _server_env(path: BenchPath):
@@ -707,6 +717,9 @@ def run() -> dict:
                                      base.skip_light_after_lite_errors or path.skip_light),
                                  timings_first=base.timings_first or path.timings_first,
                                  job_order="spread" if path.spread else base.job_order,
+                                 band_far_factor=(base.band_far_factor
+                                                  if path.band_far_factor is None
+                                                  else path.band_far_factor),
                                  weights_kept_share=(
                                      base.weights_kept_share if path.weights_kept_share is None
                                      else path.weights_kept_share))
@@ -792,6 +805,7 @@ def run() -> dict:
                      "timing_precision": config.timing_precision,
                      "min_trials": config.min_trials, "warmup": config.warmup,
                      "speedup_band": config.speedup_band,
+                     "band_far_factor": config.band_far_factor,
                      "timing_trials": trials, "copy_spread": spread, "after_forward": after,
                      "trial_overhead": overhead, "messages": messages,
                      "check_waits": waits, "timing_wall_ratios": wall_ratios,
@@ -870,7 +884,7 @@ def run() -> dict:
       print("allocated after a release: " + ", ".join(f"{k} {v}" for k, v in left.items()))
     print(f"timing trials (target {config.timing_target_s} s, precision "
           f"{config.timing_precision}, at least {config.min_trials}, {config.warmup} warm-ups, "
-          f"speedup band {config.speedup_band}): "
+          f"speedup band {config.speedup_band}, far factor {config.band_far_factor}): "
           + json.dumps(trials))
     if spread["problems"]:
       print(f"timing target {config.timing_target_s} s: a candidate's time over its copies "

@@ -2,7 +2,8 @@ r"""How a timing's stopping rule trades trials for precision, weighed offline on
 
     python -m benchmarks.stopping_rules \
         --verdicts=OUT/tp_b259.json.PATH.verdicts.jsonl.gz \
-        [--precisions=0.005,0.01,0.02] [--min_trials=5,10]
+        [--precisions=0.005,0.01,0.02] [--min_trials=5,10] \
+        [--bands=1:3 [--slow_starts=0.25] [--far_factors=3 [--far_trials=3]]]
 
 Verdicts since 2026-12-05 (evening) keep each timing's trials (evidence["timing_times_ms"]:
 timing.time_forward). On those of a path whose timings ran to their target (`prec0` in
@@ -20,7 +21,10 @@ times in order, at SandboxConfig's precision and trials, with the band in times 
 verdict's reference time and each of `--slow_starts`, and `--draws` draws of the audited
 positions (the judge draws them at random): the trials and the measured milliseconds kept, the
 kept medians' distances, and how many speedups it put on the other side of either end of the
-band than the whole series did.
+band than the whole series did. With `--far_factors` (SandboxConfig.band_far_factor), each band
+is replayed with each of them too, and every recorded candidate's series, whatever its length,
+is weighed for the far rule alone (`far_starts`): which of them it would have stopped, and where
+their whole series' medians lay.
 """
 
 from __future__ import annotations
@@ -116,27 +120,39 @@ def replay(times: Sequence[float], audits: Sequence[int], cfg: SandboxConfig,
   least trials and warm-ups, audits at `audits`) where the whole series was what it planned."""
   warm = [times[0]] * cfg.warmup  # warm-ups are not recorded; they only plan the trials
   seeds = range(cfg.warmup + len(times) + len(audits))
+  far_ms = outside_ms and cfg.band_far_factor and outside_ms[1] * cfg.band_far_factor
   got = timing.time_forward(ReplayTimer(warm + list(times)), lambda: None, lambda seed: [],
                             seeds, cfg.warmup, 1e9, cfg.min_trials + len(audits),
                             on_audit=lambda seed, inputs: None, audit_positions=audits,
                             precision=cfg.timing_precision, outside_ms=outside_ms,
-                            outside_min_trials=cfg.band_min_trials)
+                            outside_min_trials=cfg.band_min_trials, far_ms=far_ms,
+                            far_min_trials=cfg.band_far_trials)
   return got["times_ms"]
 
 
+def _candidate_series(rows: list[dict]):
+  """(the verdict's reference time, its candidate's recorded trials) of every correct candidate
+  whose verdict has both."""
+  for r in rows:
+    times = ((r.get("evidence") or {}).get("timing_times_ms") or {}).get("candidate")
+    ref = r.get("reference_ms")
+    if r.get("status") == "correct" and ref and isinstance(times, list) and times:
+      yield float(ref), [float(x) for x in times]
+
+
 def weigh_band(rows: list[dict], band: Sequence[float] | None, slow_start: float,
-               draws: int = 20, least: int = 10, seed: int = 0) -> dict[str, Any]:
+               draws: int = 20, least: int = 10, seed: int = 0,
+               far_factor: float | None = None) -> dict[str, Any]:
   """One band (None: precision alone) over every correct candidate's recorded series of at
-  least `least` trials: what its timings keep, and the speedups it moves across the band's ends."""
-  cfg = SandboxConfig()
+  least `least` trials: what its timings keep, and the speedups it moves across the band's ends.
+  `far_factor`: with the far rule too (SandboxConfig.band_far_factor)."""
+  cfg = SandboxConfig(band_far_factor=far_factor)
   rng = random.Random(seed)
   total = kept = 0
   total_ms = kept_ms = 0.0
   off, crossed = [], 0
-  for r in rows:
-    times = ((r.get("evidence") or {}).get("timing_times_ms") or {}).get("candidate")
-    ref = r.get("reference_ms")
-    if r.get("status") != "correct" or not ref or not isinstance(times, list) or len(times) < least:
+  for ref, times in _candidate_series(rows):
+    if len(times) < least:
       continue
     whole = statistics.median(times)
     for _ in range(draws):
@@ -149,7 +165,8 @@ def weigh_band(rows: list[dict], band: Sequence[float] | None, slow_start: float
       ends = band or (1.0,)
       crossed += any((ref / median > end) != (ref / whole > end) for end in ends)
   off.sort()
-  return {"band": band and list(band), "slow_start": slow_start, "timings": len(off) // draws,
+  return {"band": band and list(band), "slow_start": slow_start, "far_factor": far_factor,
+          "timings": len(off) // draws,
           "draws": draws, "trials_share": round(kept / total, 3) if total else None,
           "ms_share": round(kept_ms / total_ms, 3) if total_ms else None,
           "kept_s": round(kept_ms / draws / 1000.0, 1),
@@ -157,6 +174,32 @@ def weigh_band(rows: list[dict], band: Sequence[float] | None, slow_start: float
           "median_off_pct": round(statistics.median(off), 3) if off else None,
           "p90_off_pct": rounded_p90(off), "max_off_pct": round(off[-1], 3) if off else None,
           "crossed_an_end": crossed}
+
+
+def far_starts(rows: list[dict], band: Sequence[float], slow_start: float, factor: float,
+               trials: int) -> dict[str, Any]:
+  """The far rule alone (SandboxConfig.band_far_factor at `factor`, band_far_trials at
+  `trials`) over every correct candidate's recorded series of more than `trials` trials, however
+  its timing stopped: those whose first `trials` would have stopped it, the trials they recorded,
+  and their whole series' medians over the band's slow end (`band_ms`'s, with `slow_start`):
+  the least of those ratios, and how many lie under `factor` / 1.5 and under 1 (a speedup the
+  stop would have put under the band wrongly)."""
+  stopped = recorded = timings = 0
+  ratios = []
+  for ref, times in _candidate_series(rows):
+    if len(times) <= trials:
+      continue
+    timings += 1
+    slow_ms = timing.band_ms(ref, band, slow_start)[1]
+    if min(times[:trials]) > factor * slow_ms:
+      stopped, recorded = stopped + 1, recorded + len(times)
+      ratios.append(statistics.median(times) / slow_ms)
+  ratios.sort()
+  return {"band": list(band), "factor": factor, "trials": trials, "timings": timings,
+          "stopped": stopped, "their_trials": recorded,
+          "least_whole_over_slow_end": round(ratios[0], 3) if ratios else None,
+          "under_factor_by_1.5": sum(r < factor / 1.5 for r in ratios),
+          "under_slow_end": sum(r < 1.0 for r in ratios)}
 
 
 def _define_flags() -> None:
@@ -167,6 +210,8 @@ def _define_flags() -> None:
   flags.DEFINE_list("bands", [], "Speedup bands to replay, low:high (high may be inf).")
   flags.DEFINE_list("slow_starts", ["0.25"], "band_slow_start values to replay with each band.")
   flags.DEFINE_integer("draws", 20, "Draws of the audited positions per series.")
+  flags.DEFINE_list("far_factors", [], "band_far_factor values to replay with each band.")
+  flags.DEFINE_list("far_trials", ["3"], "band_far_trials values to weigh each far factor at.")
   flags.mark_flag_as_required("verdicts")
 
 
@@ -191,6 +236,11 @@ def main(argv: list[str]) -> None:
       band = tuple(float(x) for x in text.split(":"))
       for slow_start in map(float, args.slow_starts):
         print(weigh_band(rows, band, slow_start, args.draws))
+        for factor in map(float, args.far_factors):
+          print(weigh_band(rows, band, slow_start, args.draws, far_factor=factor))
+          for trials in map(int, args.far_trials):
+            print(" the far rule alone, on every recorded series:",
+                  far_starts(rows, band, slow_start, factor, trials))
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
                                                                    True, True, False, False,
                                                                    True, True, False, False,
                                                                    False, None, False,
-                                                                   False, False))
+                                                                   False, False, None))
   assert parse_path("zygote:fast:measure") == path("zygote:fast:measure", reuse=False)
   assert parse_path("subprocess:plain:reuse") == path("subprocess:plain:reuse", fast=False)
   assert parse_path("zygote:fast:gpu4") == path("zygote:fast:gpu4", concurrency=4)
@@ -334,6 +334,11 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
       "zygote:lite_pch:reuse:gpu4:spread:band1-3", lite=3, concurrency=4,
       speedup_band=(1.0, 3.0), spread=True)
   assert not parse_path("zygote:lite_pch:reuse:gpu4").spread
+  assert parse_path("zygote:lite_pch:reuse:gpu4:band1-3:far3") == path(
+      "zygote:lite_pch:reuse:gpu4:band1-3:far3", lite=3, concurrency=4,
+      speedup_band=(1.0, 3.0), band_far_factor=3.0)
+  assert parse_path("zygote:lite_pch:far2.5").band_far_factor == 2.5
+  assert parse_path("zygote:lite_pch:reuse:gpu4").band_far_factor is None
   with pytest.raises(app.UsageError, match="do not go together"):
     parse_path("zygote:lite_pch:reuse:gpu4:again:prestart")
   for bad in ("zygote:fast:prec", "zygote:fast:prec1", "zygote:fast:prec0:prec0.1",
@@ -344,7 +349,8 @@ def test_the_throughput_benchmark_names_reference_reuse_in_its_paths():
               "zygote:fast:emptyfence:emptyfence", "zygote:fast:refinhold:refinhold",
               "zygote:fast:keptfallback:keptfallback", "zygote:fast:keepall:keepall",
               "zygote:fast:again:again", "zygote:fast:prestart:prestart",
-              "zygote:fast:spread:spread",
+              "zygote:fast:spread:spread", "zygote:fast:far0.5", "zygote:fast:far3:far2",
+              "zygote:fast:far",
               "zygote:fast:skiplight:skiplight", "zygote:fast:tfirst:tfirst",
               "zygote:fast:stdtext:stdtext", "zygote:fast:wk0", "zygote:fast:wk0.0",
               "zygote:fast:wk1", "zygote:fast:wk0.1:wk0.2", "zygote:fast:wk0.5",

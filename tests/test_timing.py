@@ -278,14 +278,17 @@ def test_a_median_is_known_outside_a_band_only_when_its_whole_interval_is():
   assert not timing.known_outside([11.0] * 8 + [9.0, 9.0], band)
 
 
-def _banded(times, band, audits=(), min_trials=10, outside_min_trials=5, precision=0.01):
+def _banded(times, band, audits=(), min_trials=10, outside_min_trials=5, precision=0.01,
+            far_ms=None, far_min_trials=3):
   audited = []
-  result = timing.time_forward(_ScriptedTimer(WARMUP + [(t, t) for t in times]), lambda x: x,
+  timer = _ScriptedTimer(WARMUP + [(t, t) for t in times])
+  result = timing.time_forward(timer, lambda x: x,
                                lambda s: [s], list(range(len(times) + len(audits) + 2)),
                                warmup=2, target_s=100.0, min_trials=min_trials,
                                on_audit=lambda seed, inputs: audited.append(seed),
                                audit_positions=list(audits), precision=precision,
-                               outside_ms=band, outside_min_trials=outside_min_trials)
+                               outside_ms=band, outside_min_trials=outside_min_trials,
+                               far_ms=far_ms, far_min_trials=far_min_trials)
   return result, audited
 
 
@@ -345,18 +348,24 @@ def test_the_worker_hands_the_judges_band_to_the_timing():
   got = []
   w = types.SimpleNamespace(time=lambda *a: got.append(a) or {"ok": True}, guard=None)
   msg = {"cmd": "time", "seeds": [1, 2], "audit_positions": [0], "warmup": 1, "target_s": 1.0,
-         "min_trials": 3, "precision": 0.01, "outside_ms": [0.5, 2.5], "outside_min_trials": 6}
+         "min_trials": 3, "precision": 0.01, "outside_ms": [0.5, 2.5], "outside_min_trials": 6,
+         "far_ms": 7.5, "far_min_trials": 4}
   assert worker._Worker._answer(w, msg) == {"ok": True}  # pylint: disable=protected-access
-  assert got == [([1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6)]
+  assert got == [([1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6, 7.5, 4)]
+  # a judge that sends no far rule (as before it) gets none
+  del msg["far_ms"], msg["far_min_trials"]
+  worker._Worker._answer(w, msg)  # pylint: disable=protected-access
+  assert got[-1][-2:] == (None, 3)
   # and on to timing.time_forward
   kwargs = []
   w = types.SimpleNamespace(
       timing=types.SimpleNamespace(time_forward=lambda *a, **k: kwargs.append(k) or {}),
       timer=None, model=None, _inputs=None, device=torch.device("cpu"),
       _tamper_violations=lambda: [])
-  reply = worker_run.RunSteps.time(w, [1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6)
+  reply = worker_run.RunSteps.time(w, [1, 2], [0], 1, 1.0, 3, 0.01, [0.5, 2.5], 6, 7.5, 4)
   assert reply["ok"] and kwargs[0]["outside_ms"] == [0.5, 2.5]
   assert kwargs[0]["outside_min_trials"] == 6 and kwargs[0]["precision"] == 0.01
+  assert kwargs[0]["far_ms"] == 7.5 and kwargs[0]["far_min_trials"] == 4
 
 
 def test_the_stopping_rules_benchmark_bounds_the_slow_starts_a_band_must_allow_for():
@@ -367,3 +376,58 @@ def test_the_stopping_rules_benchmark_bounds_the_slow_starts_a_band_must_allow_f
   got = stopping_rules.early_low_ends([steady, slow_six, slow_two, [10.0] * 4])  # (4: none)
   assert got == {"timings": 3, "median": 1.0, "p90": 1.0, "max": 1.3, "over_1.1": 1,
                  "over_1.2": 1}
+
+
+SLOW = [40.0 + 0.5 * (i % 3) for i in range(30)]  # far over a 10 ms slow end, too noisy for 1%
+
+
+def test_a_timing_far_over_its_band_stops_at_its_first_trials_and_makes_its_audits_at_once():
+  result, audited = _banded(SLOW, (5.0, 10.0), audits=(4, 8), far_ms=30.0)
+  assert result["stopped"] == "far" and result["times_ms"] == SLOW[:3]
+  # the audits at positions 4 and 8 come right after the third trial, on their own input sets
+  # (seed = 2 warm-ups + position), and no trial is timed between them
+  assert audited == [6, 10] and result["input_sets"] == 2 + 3 + 2
+  result, audited = _banded(SLOW, (5.0, 10.0), audits=(0, 2), far_ms=30.0, far_min_trials=2)
+  assert audited == [2, 4] and result["times_ms"] == SLOW[:2]  # audits at 0 and 2 as drawn
+  assert result["stopped"] == "far"
+
+
+def test_one_trial_under_the_far_time_leaves_the_band_s_own_stop():
+  dip = SLOW[:1] + [25.0] + SLOW[2:]  # the second trial under 30 ms
+  result, audited = _banded(dip, (5.0, 10.0), audits=(4, 8), far_ms=30.0)
+  assert result["stopped"] == "outside" and result["trials"] == 8 and audited == [6, 10]
+  # later trials over it do not make up for the first ones: only the first far_min_trials count
+  later = [25.0] + SLOW
+  assert _banded(later, (5.0, 10.0), far_ms=30.0)[0]["stopped"] == "outside"
+  # without far_ms, or with a slow end over the trials, as before
+  assert _banded(SLOW, (5.0, 10.0))[0]["trials"] == 5
+  assert _banded(SLOW, (5.0, 10.0), far_ms=50.0)[0]["stopped"] == "outside"
+
+
+def test_a_far_timing_planned_no_further_stops_as_planned():
+  result, _ = _banded(SLOW[:3], (5.0, 10.0), min_trials=3, far_ms=30.0)
+  assert result["stopped"] == "planned" and result["trials"] == 3
+
+
+def test_the_stopping_rules_benchmark_weighs_the_far_rule():
+  from benchmarks import stopping_rules  # pylint: disable=import-outside-toplevel
+  # a 4 ms reference and the band (1, 3) with a 0.25 slow start: its slow end is 5 ms, and 3x
+  # that 15 ms
+  far = [16.0, 17.0, 16.0] + [16.5] * 9  # stopped; whole median 16.5: 3.3x the slow end
+  dip = [16.0, 14.0, 16.0] + [16.5] * 9  # the second under 15 ms: not stopped
+  late = [16.0, 16.0, 16.0, 4.0, 4.0, 4.0, 4.0]  # stopped; whole median 4: under the slow end
+  rows = [{"status": "correct", "reference_ms": 4.0,
+           "evidence": {"timing_times_ms": {"candidate": times}}} for times in (far, dip, late)]
+  rows.append({"status": "correct", "reference_ms": 4.0,  # 3 trials: not weighed at 3
+               "evidence": {"timing_times_ms": {"candidate": far[:3]}}})
+  rows.append({"status": "incorrect", "reference_ms": 4.0,
+               "evidence": {"timing_times_ms": {"candidate": far}}})
+  got = stopping_rules.far_starts(rows, (1.0, 3.0), 0.25, 3.0, 3)
+  assert got == {"band": [1.0, 3.0], "factor": 3.0, "trials": 3, "timings": 3, "stopped": 2,
+                 "their_trials": 19, "least_whole_over_slow_end": 0.8,
+                 "under_factor_by_1.5": 1, "under_slow_end": 1}
+  # through timing.time_forward: the far rule keeps 3 of the 12 trials where the band kept 5
+  banded = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4)
+  farther = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4, far_factor=3.0)
+  assert farther["far_factor"] == 3.0 and farther["trials_share"] == pytest.approx(3 / 12)
+  assert banded["trials_share"] > farther["trials_share"]

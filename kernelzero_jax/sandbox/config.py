@@ -66,6 +66,16 @@ class SandboxConfig:
   speedup_band: tuple[float, float] | None = None
   band_slow_start: float = 0.25
   band_min_trials: int = 5
+  # ...and one whose first `band_far_trials` timed trials each took over `band_far_factor` times
+  # the band's slow end stops after them, its audits still to come made at once (timing.py): a
+  # speedup that far under the band earns what any under it does. At 3 and 3, replayed on the
+  # 11381 candidate timings stored with their trials (benchmarks/results: H100s, H200s), it
+  # would have stopped 6104, whose whole series' medians all lay 2.1x or more over the slow end;
+  # on a batch of 259's full series (an H100), the band kept 29.6 s of the 60.5 s timed, the band
+  # and this 17.7 s (benchmarks/stopping_rules.py --far_factors). Not yet measured in a GPU
+  # run. None: off (sandbox_throughput's path token `farF` sets it).
+  band_far_factor: float | None = None
+  band_far_trials: int = 3
   num_audits: int = 2  # untimed timing-phase calls whose outputs are checked (anti-replay)
   # The reference (ours) is timed on one input set, made again only where its forward changed it
   # in place, instead of a fresh set per trial as the candidate is: for the 6-8 GiB problems,
@@ -310,6 +320,10 @@ class SandboxConfig:
     if self.band_slow_start < 0 or self.band_min_trials < 5:
       raise ValueError("need band_slow_start >= 0 and band_min_trials >= 5 (fewer than 5 trials "
                        "never bound their median at 90%: timing.median_interval)")
+    if (self.band_far_factor is not None and not self.band_far_factor >= 1) or (
+        self.band_far_trials < 1):
+      raise ValueError("need band_far_factor >= 1 (or None: off) and band_far_trials >= 1; got "
+                       f"{self.band_far_factor!r}, {self.band_far_trials!r}")
     if self.jobs_per_judge_process is not None and self.jobs_per_judge_process < 1:
       raise ValueError("jobs_per_judge_process must be >= 1 (or None: the device's default)")
     if self.candidates_per_worker is not None and self.candidates_per_worker < 1:
@@ -338,8 +352,6 @@ class SandboxConfig:
 
   def jobs_per_judge(self) -> int:
     """jobs_per_judge_process, with None as its device's default."""
-    if self.startups_at_once < 0:
-      raise ValueError("startups_at_once must be >= 0 (0: no limit)")
     if self.jobs_per_judge_process is not None:
       return self.jobs_per_judge_process
     return 32 if self.device == "cuda" else 1

@@ -282,15 +282,17 @@ class CandidateSteps:
     from kernelzero_jax.sandbox import timing  # pylint: disable=import-outside-toplevel
     rng = random.Random(os.urandom(8))
     audit_positions = sorted(rng.sample(range(cfg.min_trials), min(cfg.num_audits, cfg.min_trials)))
+    band = timing.band_ms(v.reference_ms, cfg.speedup_band, cfg.band_slow_start)
     with self._step("candidate_timing"), self._fence("candidate_timing", timing=True,
                                                      holding_gpu=True):
       reply = self._expect(self.worker.request(
           {"cmd": "time", "seeds": seeds, "audit_positions": audit_positions,
            "warmup": cfg.warmup, "target_s": cfg.timing_target_s,
            "min_trials": cfg.min_trials + len(audit_positions),
-           "precision": cfg.timing_precision, "outside_ms": timing.band_ms(
-               v.reference_ms, cfg.speedup_band, cfg.band_slow_start),
-           "outside_min_trials": cfg.band_min_trials},
+           "precision": cfg.timing_precision, "outside_ms": band,
+           "outside_min_trials": cfg.band_min_trials,
+           "far_ms": band and cfg.band_far_factor and band[1] * cfg.band_far_factor,
+           "far_min_trials": cfg.band_far_trials},
           cfg.timing_timeout_s, "timing"), "timing")
     audits = reply["audits"]
     v.candidate_ms = reply["median_ms"]
@@ -304,7 +306,7 @@ class CandidateSteps:
         if isinstance(got.get("times_ms"), list)}
     v.evidence["timing_stopped"] = {
         side: got["stopped"] for side, got in (("reference", ref), ("candidate", reply))
-        if got.get("stopped") in ("precision", "outside", "planned")}
+        if got.get("stopped") in ("precision", "outside", "far", "planned")}
     # What each measured interval held past the end of forward's work on its stream (timing.py):
     # the host's wake-up, and work left on other streams. The reference's, where measured here.
     after = {"reference": ref.get("after_forward_ms"),

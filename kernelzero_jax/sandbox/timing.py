@@ -17,7 +17,10 @@ then stops at min_trials however fast it is; a noisy one goes on toward the targ
 do_bench plans its repetitions from a time budget alone, as few as one for a slow kernel.)
 Where the caller needs precision only for some times (`outside_ms`: a reward that tells apart
 speedups between 1x and 3x only), a timing known to lie outside them stops sooner, after at least
-`outside_min_trials` (SandboxConfig.speedup_band).
+`outside_min_trials` (SandboxConfig.speedup_band). One whose first `far_min_trials` timed trials
+each took over `far_ms` (far slower than the band's slow end: SandboxConfig.band_far_factor) stops
+there, its audits still to come made at once: a speedup that far under the band earns what any
+under it does, and its audits still check what the timing ran.
 
 That interval also holds the host's wake-up from the synchronize, which a machine whose cores are
 busy can stretch by milliseconds (benchmarks/timing_noise.py). So each trial also records an
@@ -172,7 +175,8 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
                  on_audit: Callable[[int, list], None] | None = None,
                  audit_positions: Sequence[int] = (), reuse_inputs: bool = False,
                  precision: float | None = None, outside_ms: Sequence[float] | None = None,
-                 outside_min_trials: int = 5) -> dict[str, Any]:
+                 outside_min_trials: int = 5, far_ms: float | None = None,
+                 far_min_trials: int = 3) -> dict[str, Any]:
   """Times `forward` on fresh inputs, one seed per trial (seeds must be long enough), or with
   `reuse_inputs` on the first seed's inputs while they stay as made (the reference only: see the
   module's docstring).
@@ -182,10 +186,12 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   for `precision` (the module's docstring), which stops only after min_trials positions and the
   last audit. `outside_ms` (fast_ms, slow_ms): the times the caller needs to `precision`; a
   timing whose median is known to lie outside them (known_outside) stops after at least
-  `outside_min_trials` timed trials and the last audit. Returns {"median_ms", "times_ms",
+  `outside_min_trials` timed trials and the last audit. `far_ms`: a timing whose first
+  `far_min_trials` timed trials each took longer stops after them, its audits not yet made made
+  at once, one after another. Returns {"median_ms", "times_ms",
   "trials", "planned", "stopped", "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"}
-  (planned: the positions the target asked for, audits included; stopped: "precision" or
-  "outside" where the timing stopped before them, else "planned"; after_forward_ms: the median over
+  (planned: the positions the target asked for, audits included; stopped: "precision", "outside"
+  or "far" where the timing stopped before them, else "planned"; after_forward_ms: the median over
   trials of the measured time past the end of forward's work on its stream, where the timer tells
   it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
   trials of the wall time spent getting the trial's input set, 0 where one was reused;
@@ -227,6 +233,14 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
         after.append(t - on_stream)
       inputs_ms.append((made - started) * 1e3)
       beyond_ms.append((time.perf_counter() - started) * 1e3 - t)
+      if (far_ms is not None and i + 1 < n and len(times) == far_min_trials
+          and min(times) > far_ms):
+        for j in (a for a in sorted(audits) if i < a < n and on_audit is not None):
+          inputs = None
+          inputs = sets.next(seeds[warmup + j])
+          on_audit(seeds[warmup + j], inputs)
+        stopped = "far"
+        break
       if i + 1 >= n or i < last_audit:
         continue
       if (precision is not None and i + 1 >= min_trials

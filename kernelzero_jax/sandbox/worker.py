@@ -348,7 +348,8 @@ class _Worker(BuildSteps, RunSteps):
       if cmd == "time":
         return self.time(msg["seeds"], msg["audit_positions"], msg["warmup"], msg["target_s"],
                          msg["min_trials"], msg.get("precision"), msg.get("outside_ms"),
-                         msg.get("outside_min_trials", 5))
+                         msg.get("outside_min_trials", 5), msg.get("far_ms"),
+                         msg.get("far_min_trials", 3))
       if cmd == "release":
         return self.release()
       if cmd == "drop":
