@@ -180,11 +180,13 @@ def far_starts(rows: list[dict], band: Sequence[float], slow_start: float, facto
                trials: int) -> dict[str, Any]:
   """The far rule alone (SandboxConfig.band_far_factor at `factor`, band_far_trials at
   `trials`) over every correct candidate's recorded series of more than `trials` trials, however
-  its timing stopped: those whose first `trials` would have stopped it, the trials they recorded,
-  and their whole series' medians over the band's slow end (`band_ms`'s, with `slow_start`):
-  the least of those ratios, and how many lie under `factor` / 1.5 and under 1 (a speedup the
-  stop would have put under the band wrongly)."""
+  its timing stopped: those whose first `trials` would have stopped it, the trials they recorded
+  and their seconds (with what the rule keeps of them: their first `trials`), and their whole
+  series' medians over the band's slow end (`band_ms`'s, with `slow_start`): the least of those
+  ratios, and how many lie under `factor` / 1.5 and under 1 (a speedup the stop would have put
+  under the band wrongly)."""
   stopped = recorded = timings = 0
+  recorded_ms = kept_ms = 0.0
   ratios = []
   for ref, times in _candidate_series(rows):
     if len(times) <= trials:
@@ -193,10 +195,12 @@ def far_starts(rows: list[dict], band: Sequence[float], slow_start: float, facto
     slow_ms = timing.band_ms(ref, band, slow_start)[1]
     if min(times[:trials]) > factor * slow_ms:
       stopped, recorded = stopped + 1, recorded + len(times)
+      recorded_ms, kept_ms = recorded_ms + sum(times), kept_ms + sum(times[:trials])
       ratios.append(statistics.median(times) / slow_ms)
   ratios.sort()
   return {"band": list(band), "factor": factor, "trials": trials, "timings": timings,
           "stopped": stopped, "their_trials": recorded,
+          "their_s": round(recorded_ms / 1e3, 1), "kept_s": round(kept_ms / 1e3, 1),
           "least_whole_over_slow_end": round(ratios[0], 3) if ratios else None,
           "under_factor_by_1.5": sum(r < factor / 1.5 for r in ratios),
           "under_slow_end": sum(r < 1.0 for r in ratios)}

@@ -424,7 +424,8 @@ def test_the_stopping_rules_benchmark_weighs_the_far_rule():
                "evidence": {"timing_times_ms": {"candidate": far}}})
   got = stopping_rules.far_starts(rows, (1.0, 3.0), 0.25, 3.0, 3)
   assert got == {"band": [1.0, 3.0], "factor": 3.0, "trials": 3, "timings": 3, "stopped": 2,
-                 "their_trials": 19, "least_whole_over_slow_end": 0.8,
+                 "their_trials": 19, "their_s": 0.3, "kept_s": 0.1,
+                 "least_whole_over_slow_end": 0.8,
                  "under_factor_by_1.5": 1, "under_slow_end": 1}
   # through timing.time_forward: the far rule keeps 3 of the 12 trials where the band kept 5
   banded = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4)
