@@ -130,14 +130,15 @@ def replay(times: Sequence[float], audits: Sequence[int], cfg: SandboxConfig,
   return got["times_ms"]
 
 
-def _candidate_series(rows: list[dict]):
-  """(the verdict's reference time, its candidate's recorded trials) of every correct candidate
-  whose verdict has both."""
+def _candidate_series(rows: list[dict], named: bool = False):
+  """(the verdict's reference time, its candidate's recorded trials[, the verdict's problem and
+  name]) of every correct candidate whose verdict has both."""
   for r in rows:
     times = ((r.get("evidence") or {}).get("timing_times_ms") or {}).get("candidate")
     ref = r.get("reference_ms")
     if r.get("status") == "correct" and ref and isinstance(times, list) and times:
-      yield float(ref), [float(x) for x in times]
+      got = float(ref), [float(x) for x in times]
+      yield (*got, f"{r.get('problem')} {r.get('name')}") if named else got
 
 
 def weigh_band(rows: list[dict], band: Sequence[float] | None, slow_start: float,
@@ -184,26 +185,37 @@ def far_starts(rows: list[dict], band: Sequence[float], slow_start: float, facto
   and their seconds (with what the rule keeps of them: their first `trials`), and their whole
   series' medians over the band's slow end (`band_ms`'s, with `slow_start`): the least of those
   ratios, and how many lie under `factor` / 1.5 and under 1 (a speedup the stop would have put
-  under the band wrongly)."""
+  under the band wrongly); the stopped one with the least ratio, named, with its first trials
+  over its reference's time; and over every timing weighed, stopped or not, the slowest start:
+  the least of its first `trials` over its whole median (a timing whose start is slower than F
+  times its median can be stopped wrongly), named."""
   stopped = recorded = timings = 0
   recorded_ms = kept_ms = 0.0
-  ratios = []
-  for ref, times in _candidate_series(rows):
+  ratios, closest, slowest = [], None, None
+  for ref, times, name in _candidate_series(rows, named=True):
     if len(times) <= trials:
       continue
     timings += 1
+    start = min(times[:trials]) / statistics.median(times)
+    if slowest is None or start > slowest[0]:
+      slowest = (start, name)
     slow_ms = timing.band_ms(ref, band, slow_start)[1]
     if min(times[:trials]) > factor * slow_ms:
       stopped, recorded = stopped + 1, recorded + len(times)
       recorded_ms, kept_ms = recorded_ms + sum(times), kept_ms + sum(times[:trials])
-      ratios.append(statistics.median(times) / slow_ms)
+      ratio = statistics.median(times) / slow_ms
+      if closest is None or ratio < closest[0]:
+        closest = (ratio, name, [round(t / ref, 2) for t in times[:trials + 2]])
+      ratios.append(ratio)
   ratios.sort()
   return {"band": list(band), "factor": factor, "trials": trials, "timings": timings,
           "stopped": stopped, "their_trials": recorded,
           "their_s": round(recorded_ms / 1e3, 1), "kept_s": round(kept_ms / 1e3, 1),
           "least_whole_over_slow_end": round(ratios[0], 3) if ratios else None,
           "under_factor_by_1.5": sum(r < factor / 1.5 for r in ratios),
-          "under_slow_end": sum(r < 1.0 for r in ratios)}
+          "under_slow_end": sum(r < 1.0 for r in ratios),
+          "closest": closest and {"name": closest[1], "first_over_reference": closest[2]},
+          "slowest_start": slowest and {"name": slowest[1], "over_whole": round(slowest[0], 3)}}
 
 
 def _define_flags() -> None:

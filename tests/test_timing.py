@@ -416,8 +416,9 @@ def test_the_stopping_rules_benchmark_weighs_the_far_rule():
   far = [16.0, 17.0, 16.0] + [16.5] * 9  # stopped; whole median 16.5: 3.3x the slow end
   dip = [16.0, 14.0, 16.0] + [16.5] * 9  # the second under 15 ms: not stopped
   late = [16.0, 16.0, 16.0, 4.0, 4.0, 4.0, 4.0]  # stopped; whole median 4: under the slow end
-  rows = [{"status": "correct", "reference_ms": 4.0,
-           "evidence": {"timing_times_ms": {"candidate": times}}} for times in (far, dip, late)]
+  rows = [{"status": "correct", "reference_ms": 4.0, "problem": "level1/p", "name": name,
+           "evidence": {"timing_times_ms": {"candidate": times}}}
+          for name, times in (("far", far), ("dip", dip), ("late", late))]
   rows.append({"status": "correct", "reference_ms": 4.0,  # 3 trials: not weighed at 3
                "evidence": {"timing_times_ms": {"candidate": far[:3]}}})
   rows.append({"status": "incorrect", "reference_ms": 4.0,
@@ -426,7 +427,9 @@ def test_the_stopping_rules_benchmark_weighs_the_far_rule():
   assert got == {"band": [1.0, 3.0], "factor": 3.0, "trials": 3, "timings": 3, "stopped": 2,
                  "their_trials": 19, "their_s": 0.3, "kept_s": 0.1,
                  "least_whole_over_slow_end": 0.8,
-                 "under_factor_by_1.5": 1, "under_slow_end": 1}
+                 "under_factor_by_1.5": 1, "under_slow_end": 1,
+                 "closest": {"name": "level1/p late", "first_over_reference": [4.0] * 3 + [1.0] * 2},
+                 "slowest_start": {"name": "level1/p late", "over_whole": 4.0}}
   # through timing.time_forward: the far rule keeps 3 of the 12 trials where the band kept 5
   banded = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4)
   farther = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4, far_factor=3.0)

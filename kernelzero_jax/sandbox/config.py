@@ -68,12 +68,13 @@ class SandboxConfig:
   band_min_trials: int = 5
   # ...and one whose first `band_far_trials` timed trials each took over `band_far_factor` times
   # the band's slow end stops after them, its audits still to come made at once (timing.py): a
-  # speedup that far under the band earns what any under it does. At 3 and 3, replayed on the
-  # 11381 candidate timings stored with their trials (benchmarks/results: H100s, H200s), it
-  # would have stopped 6104, whose whole series' medians all lay 2.1x or more over the slow end;
-  # on a batch of 259's full series (an H100), the band kept 29.6 s of the 60.5 s timed, the band
-  # and this 17.7 s (benchmarks/stopping_rules.py --far_factors). Not yet measured in a GPU
-  # run. None: off (sandbox_throughput's path token `farF` sets it).
+  # speedup that far under the band earns what any under it does. Replayed on the 11381
+  # candidate timings stored with their trials (benchmarks/results: H100s, H200s), 4 and 3 would
+  # have stopped 5688, whose whole medians all lay 2.1x or more over the slow end; the slowest
+  # start of any was 2.27x its median. On the H200 batch of 259 with the band it would have
+  # timed 11.9 s less of the 89.7 s its timings held the GPU alone
+  # (benchmarks/stopping_rules.py --far_factors; BENCHMARKS.md, "The far rule replayed"). Not
+  # yet measured in a GPU run. None: off (sandbox_throughput's path token `farF` sets it).
   band_far_factor: float | None = None
   band_far_trials: int = 3
   num_audits: int = 2  # untimed timing-phase calls whose outputs are checked (anti-replay)
