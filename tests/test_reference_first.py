@@ -542,7 +542,8 @@ def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(ma
     del timeout_s, stage
     asked.append(msg)
     return {"ok": True, "median_ms": 1.0, "trials": 5, "audits": [], "stopped": "precision",
-            "times_ms": [1.0, "x", float("nan"), 1.01, 0.99, 1.0, 1.02]}
+            "times_ms": [1.0, "x", float("nan"), 1.01, 0.99, 1.0, 1.02],
+            "warmup_ms": [3.0, None, 1.5, 1.2, 1.1]}
 
   judge.worker.request = request
   monkeypatch.setattr(timing, "time_forward", lambda *a, **k: {
@@ -551,6 +552,8 @@ def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(ma
   assert asked[0]["precision"] == 0.02
   ev = judge.verdict.evidence
   assert ev["timing_times_ms"] == {"reference": [2.0, 2.004], "candidate": [1.0, 1.01]}
+  # the warm-ups' times, coerced and capped at the warm-up calls asked for (3)
+  assert ev["timing_warmup_ms"] == {"candidate": [3.0, 1.5]}
   assert ev["timing_stopped"] == {"reference": "planned", "candidate": "precision"}
   # A worker's word that is not one of the two is left out.
   judge.worker.request = lambda msg, t, s: {"ok": True, "median_ms": 1.0, "trials": 5,
@@ -558,6 +561,7 @@ def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(ma
   judge._timing(0)  # pylint: disable=protected-access
   assert judge.verdict.evidence["timing_stopped"] == {"reference": "planned"}
   assert judge.verdict.evidence["timing_times_ms"] == {"reference": [2.0, 2.004]}
+  assert judge.verdict.evidence["timing_warmup_ms"] == {}
 
 
 def test_the_timing_asks_for_the_band_in_times_from_the_reference_and_keeps_why_it_stopped(

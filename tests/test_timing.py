@@ -42,7 +42,7 @@ def test_the_timing_reports_the_median_time_past_forwards_end_on_its_stream(stre
   assert timer.calls == seeds[:7]  # one fresh input set per call, in order
   assert all(isinstance(result.pop(k), float) for k in ("inputs_ms", "beyond_ms"))  # (wall times)
   assert result == {"median_ms": 11.0, "times_ms": [10.0, 12.0, 11.0, 30.0, 10.0], "trials": 5,
-                    "planned": 5, "stopped": "planned",
+                    "planned": 5, "stopped": "planned", "warmup_ms": [10.0, 10.0],
                     "after_forward_ms": 2.0 if stream else None, "input_sets": 7}
 
 

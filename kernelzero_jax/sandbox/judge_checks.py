@@ -299,11 +299,13 @@ class CandidateSteps:
     v.evidence["timing_trials"] = {"reference": ref["trials"], "candidate": reply["trials"]}
     # Each trial's time and why the trials stopped (timing.time_forward), where measured here:
     # what lets a stopping rule be weighed again offline. The worker's, coerced and capped.
-    v.evidence["timing_times_ms"] = {
-        side: [round(float(x), 4) for x in got["times_ms"][:cfg.max_trials]
-               if isinstance(x, (int, float)) and math.isfinite(x)]
-        for side, got in (("reference", ref), ("candidate", reply))
-        if isinstance(got.get("times_ms"), list)}
+    # (And the warm-up calls' times, which no trial holds: what a rule on them is weighed by.)
+    for key, most in (("times_ms", cfg.max_trials), ("warmup_ms", cfg.warmup)):
+      v.evidence[f"timing_{key}"] = {
+          side: [round(float(x), 4) for x in got[key][:most]
+                 if isinstance(x, (int, float)) and math.isfinite(x)]
+          for side, got in (("reference", ref), ("candidate", reply))
+          if isinstance(got.get(key), list)}
     v.evidence["timing_stopped"] = {
         side: got["stopped"] for side, got in (("reference", ref), ("candidate", reply))
         if got.get("stopped") in ("precision", "outside", "far", "planned")}

@@ -190,6 +190,7 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   `far_min_trials` timed trials each took longer stops after them, its audits not yet made made
   at once, one after another. Returns {"median_ms", "times_ms",
   "trials", "planned", "stopped", "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"}
+  and "warmup_ms" (the warm-up calls' times, in order)
   (planned: the positions the target asked for, audits included; stopped: "precision", "outside"
   or "far" where the timing stopped before them, else "planned"; after_forward_ms: the median over
   trials of the measured time past the end of forward's work on its stream, where the timer tells
@@ -252,6 +253,7 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
         stopped = "outside"
         break
   return {"median_ms": statistics.median(times) if times else None, "times_ms": times,
+          "warmup_ms": warm_times,
           "trials": len(times), "planned": n, "stopped": stopped,
           "after_forward_ms": round(statistics.median(after), 4) if after else None,
           "input_sets": sets.made,
