@@ -564,28 +564,32 @@ def test_the_timing_asks_for_the_configs_precision_and_keeps_each_trials_time(ma
   assert judge.verdict.evidence["timing_warmup_ms"] == {}
 
 
-def test_the_timing_asks_for_the_band_in_times_from_the_reference_and_keeps_why_it_stopped(
-    make_judge):
-  """SandboxConfig.speedup_band: the judge turns it into the candidate's times from the
-  reference's (2 ms here), the slow start added on the slow side."""
-  judge, _, _ = make_judge(speedup_band=(1.0, 4.0), band_slow_start=0.25, band_min_trials=6)
+def _time_request(judge, stopped: str) -> dict:
+  """Judge._timing with a worker that stops as `stopped` says: the time request it sent."""
   asked = []
 
   def request(msg, timeout_s, stage):
     del timeout_s, stage
     asked.append(msg)
-    return {"ok": True, "median_ms": 9.0, "trials": 6, "audits": [], "stopped": "outside"}
+    return {"ok": True, "median_ms": 9.0, "trials": 6, "audits": [], "stopped": stopped}
 
   judge.worker.request = request
   judge._timing(0)  # pylint: disable=protected-access
-  assert asked[0]["outside_ms"] == pytest.approx((0.5, 2.5))
-  assert asked[0]["outside_min_trials"] == 6
-  assert judge.verdict.evidence["timing_stopped"]["candidate"] == "outside"
-  assert asked[0]["far_ms"] is None  # the far rule is off by default
-  plain, _, _ = make_judge()
-  plain.worker.request = request
-  plain._timing(0)  # pylint: disable=protected-access
-  assert asked[1]["outside_ms"] is None and asked[1]["far_ms"] is None
+  assert judge.verdict.evidence["timing_stopped"]["candidate"] == stopped
+  return asked[0]
+
+
+def test_the_timing_asks_for_the_band_in_times_from_the_reference_and_keeps_why_it_stopped(
+    make_judge):
+  """SandboxConfig.speedup_band: the judge turns it into the candidate's times from the
+  reference's (2 ms here), the slow start added on the slow side."""
+  judge, _, _ = make_judge(speedup_band=(1.0, 4.0), band_slow_start=0.25, band_min_trials=6)
+  asked = _time_request(judge, "outside")
+  assert asked["outside_ms"] == pytest.approx((0.5, 2.5))
+  assert asked["outside_min_trials"] == 6
+  assert asked["far_ms"] is None  # the far rule is off by default
+  asked = _time_request(make_judge()[0], "planned")
+  assert asked["outside_ms"] is None and asked["far_ms"] is None
 
 
 def test_the_far_rule_asks_for_its_factor_times_the_band_s_slow_end_and_keeps_why_it_stopped(
@@ -594,21 +598,10 @@ def test_the_far_rule_asks_for_its_factor_times_the_band_s_slow_end_and_keeps_wh
   reference), after band_far_trials; nothing without a band."""
   judge, _, _ = make_judge(speedup_band=(1.0, 4.0), band_slow_start=0.25, band_far_factor=3.0,
                            band_far_trials=4)
-  asked = []
-
-  def request(msg, timeout_s, stage):
-    del timeout_s, stage
-    asked.append(msg)
-    return {"ok": True, "median_ms": 9.0, "trials": 4, "audits": [], "stopped": "far"}
-
-  judge.worker.request = request
-  judge._timing(0)  # pylint: disable=protected-access
-  assert asked[0]["far_ms"] == pytest.approx(7.5) and asked[0]["far_min_trials"] == 4
-  assert judge.verdict.evidence["timing_stopped"]["candidate"] == "far"
-  no_band, _, _ = make_judge(band_far_factor=3.0)
-  no_band.worker.request = request
-  no_band._timing(0)  # pylint: disable=protected-access
-  assert asked[1]["outside_ms"] is None and asked[1]["far_ms"] is None
+  asked = _time_request(judge, "far")
+  assert asked["far_ms"] == pytest.approx(7.5) and asked["far_min_trials"] == 4
+  asked = _time_request(make_judge(band_far_factor=3.0)[0], "planned")
+  assert asked["outside_ms"] is None and asked["far_ms"] is None
 
 
 @pytest.mark.parametrize("band", [(0.0, 3.0), (3.0, 1.0), (1.0,), ("1", 3.0)])
