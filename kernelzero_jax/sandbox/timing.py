@@ -187,14 +187,13 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   last audit. `outside_ms` (fast_ms, slow_ms): the times the caller needs to `precision`; a
   timing whose median is known to lie outside them (known_outside) stops after at least
   `outside_min_trials` timed trials and the last audit. `far_ms`: a timing whose first
-  `far_min_trials` timed trials each took longer stops after them, its audits not yet made made
-  at once, one after another. Returns {"median_ms", "times_ms",
-  "trials", "planned", "stopped", "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"}
-  and "warmup_ms" (the warm-up calls' times, in order)
-  (planned: the positions the target asked for, audits included; stopped: "precision", "outside"
-  or "far" where the timing stopped before them, else "planned"; after_forward_ms: the median over
-  trials of the measured time past the end of forward's work on its stream, where the timer tells
-  it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
+  `far_min_trials` timed trials each took longer stops after them, the audits still to come run
+  at once, one after another. Returns {"median_ms", "times_ms", "warmup_ms", "trials",
+  "planned", "stopped", "after_forward_ms", "input_sets", "inputs_ms", "beyond_ms"}
+  (warmup_ms: the warm-up calls' times, in order; planned: the positions the target asked for,
+  audits included; stopped: "precision", "outside" or "far" where the timing stopped before
+  them, else "planned"; after_forward_ms: the median over trials of the measured time past the
+  end of forward's work on its stream, where the timer tells it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
   trials of the wall time spent getting the trial's input set, 0 where one was reused;
   beyond_ms: the median over timed trials of the trial's wall time, its input set included,
   beyond what it measured: what a trial costs the GPU's hold on top of its measurement).
