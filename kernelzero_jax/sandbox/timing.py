@@ -193,8 +193,9 @@ def time_forward(timer: Timer, forward: Callable[..., Any], make_inputs: Callabl
   (warmup_ms: the warm-up calls' times, in order; planned: the positions the target asked for,
   audits included; stopped: "precision", "outside" or "far" where the timing stopped before
   them, else "planned"; after_forward_ms: the median over trials of the measured time past the
-  end of forward's work on its stream, where the timer tells it, else None; input_sets: how many input sets were made; inputs_ms: the median over timed
-  trials of the wall time spent getting the trial's input set, 0 where one was reused;
+  end of forward's work on its stream, where the timer tells it, else None; input_sets: how
+  many input sets were made; inputs_ms: the median over timed trials of the wall time spent
+  getting the trial's input set, 0 where one was reused;
   beyond_ms: the median over timed trials of the trial's wall time, its input set included,
   beyond what it measured: what a trial costs the GPU's hold on top of its measurement).
   """
