@@ -234,6 +234,8 @@ def _define_flags() -> None:
 def main(argv: list[str]) -> None:
   del argv
   args = flags.FLAGS
+  if args.far_factors and not args.bands:
+    raise app.UsageError("--far_factors weighs a rule of a band's timings: give --bands too")
   rows = read_verdicts(args.verdicts)
   series = recorded_series(rows)
   if not series:

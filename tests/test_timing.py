@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 import weakref
 
@@ -435,3 +439,20 @@ def test_the_stopping_rules_benchmark_weighs_the_far_rule():
   farther = stopping_rules.weigh_band(rows[:1], (1.0, 3.0), 0.25, draws=4, far_factor=3.0)
   assert farther["far_factor"] == 3.0 and farther["trials_share"] == pytest.approx(3 / 12)
   assert banded["trials_share"] > farther["trials_share"]
+
+
+def test_the_stopping_rules_script_prints_the_far_rule_and_refuses_it_without_a_band(tmp_path):
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  log = tmp_path / "v.verdicts.jsonl"
+  log.write_text(json.dumps({"status": "correct", "reference_ms": 4.0, "problem": "level1/p",
+                             "name": "c", "evidence": {"timing_times_ms": {
+                                 "candidate": [21.0, 22.0, 21.0] + [21.5] * 9}}}) + "\n")
+  run = lambda *extra: subprocess.run(
+      [sys.executable, "-m", "benchmarks.stopping_rules", f"--verdicts={log}", *extra],
+      cwd=repo, capture_output=True, text=True, timeout=120)
+  got = run("--bands=1:3", "--far_factors=4")
+  assert got.returncode == 0, got.stderr
+  far = [line for line in got.stdout.splitlines() if "the far rule alone" in line]
+  assert len(far) == 1 and "'stopped': 1" in far[0]  # 21 ms > 4 x 5 ms
+  refused = run("--far_factors=4")
+  assert refused.returncode != 0 and "give --bands too" in refused.stderr
