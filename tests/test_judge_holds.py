@@ -125,10 +125,12 @@ def test_a_workers_timing_gives_its_cached_memory_back_and_keeps_the_audited_out
     calls = []
 
     def time_forward(timer, model, make_inputs, seeds, warmup, target_s, min_trials, on_audit,
-                     audit_positions, precision, outside_ms, outside_min_trials):
+                     audit_positions, precision, outside_ms, outside_min_trials, far_ms,
+                     far_min_trials):
       on_audit(seeds[0], ["inputs"])
       calls.append(("timed", precision))
       assert outside_ms is None and outside_min_trials == 5
+      assert far_ms is None and far_min_trials == 3
       return {"median_ms": 1.0}
 
     worker = types.SimpleNamespace(
